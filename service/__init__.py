@@ -1,0 +1,1 @@
+"""Gangplank: an event-sourced gang scheduler."""

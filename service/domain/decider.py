@@ -1,0 +1,275 @@
+"""The decider: accept(state, command) -> input event; decide(state, input) -> decisions.
+
+`handle` folds the input and each decision into `state` as it goes (each try of
+the pass must see the decisions before it) and returns the decisions; `decide`
+is the pure form, run on a copy. Nothing here reads a clock, randomness or the
+environment: the same inputs give the same decisions, byte for byte.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from service.domain import devices as dra
+from service.domain import events as ev
+from service.domain import placement as pl
+from service.domain import preemption as pre
+from service.domain.evolve import evolve
+from service.domain.model import NEVER, PREEMPT_LOWER
+from service.domain.state import ClusterState, Group
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A command the state refuses: 404 unknown, 409 exists, 422 bad reference."""
+    status: int
+    reason: str
+    detail: str
+    loc: tuple[Any, ...] | None = None
+
+
+# -- accept: command -> input event ---------------------------------------------------------
+def accept(state: ClusterState, kind: str, name: str, namespace: str | None,
+           body: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | Rejection:
+    """Check a (syntactically valid) command against the state; give its input event."""
+    body = body or {}
+    if kind == "UpsertNode":
+        return ev.NODE_UPSERTED, {"name": name, "labels": body.get("labels") or {},
+                                  "allocatable": body.get("allocatable") or {},
+                                  "unschedulable": bool(body.get("unschedulable", False))}
+    if kind == "RemoveNode":
+        if name not in state.nodes.index or not state.nodes.alive[state.nodes.index[name]]:
+            return Rejection(404, "NotFound", f"node {name!r} not found")
+        return ev.NODE_REMOVED, {"name": name}
+    if kind == "UpsertPriorityClass":
+        return ev.PRIORITY_CLASS_UPSERTED, {"name": name, "value": int(body.get("value", 0)),
+                                            "preemptionPolicy": body.get("preemptionPolicy") or PREEMPT_LOWER}
+    if kind == "UpsertDeviceClass":
+        return ev.DEVICE_CLASS_UPSERTED, {"name": name, **body}
+    if kind == "RemoveDeviceClass":
+        if name not in state.device_classes:
+            return Rejection(404, "NotFound", f"device class {name!r} not found")
+        return ev.DEVICE_CLASS_REMOVED, {"name": name}
+    if kind == "UpsertResourceSlice":
+        return ev.RESOURCE_SLICE_UPSERTED, {"name": name, **body}
+    if kind == "RemoveResourceSlice":
+        if name not in state.resource_slices:
+            return Rejection(404, "NotFound", f"resource slice {name!r} not found")
+        return ev.RESOURCE_SLICE_REMOVED, {"name": name}
+    if kind == "SubmitWorkload":
+        ns = namespace or ""
+        if (ns, name) in state.workloads:
+            return Rejection(409, "AlreadyExists", f"workload {ns}/{name} already exists")
+        priority = body.get("priority")
+        policy = body.get("preemptionPolicy")
+        class_name = body.get("priorityClassName")
+        if class_name is not None:
+            pc = state.priority_classes.get(class_name)
+            if pc is None:
+                return Rejection(422, "UnknownPriorityClass", f"priority class {class_name!r} does not exist",
+                                 ("body", "priorityClassName"))
+            priority = pc.value if priority is None else priority
+            policy = policy or pc.preemption_policy
+        return ev.WORKLOAD_SUBMITTED, {"namespace": ns, "name": name, "priority": int(priority or 0),
+                                       "preemptionPolicy": policy or PREEMPT_LOWER, "spec": body}
+    if kind == "DeleteWorkload":
+        ns = namespace or ""
+        wl = state.workloads.get((ns, name))
+        if wl is None:
+            return Rejection(404, "NotFound", f"workload {ns}/{name} not found")
+        if wl.deleted_at is not None:
+            return Rejection(404, "NotFound", f"workload {ns}/{name} was already deleted")
+        return ev.WORKLOAD_DELETED, {"namespace": ns, "name": name}
+    return Rejection(422, "UnknownCommand", f"unknown command type {kind!r}")
+
+
+def rejection_event(kind: str, name: str, namespace: str | None, rejection: Rejection) -> tuple[str, dict[str, Any]]:
+    return ev.COMMAND_REJECTED, {"command": kind, "namespace": namespace, "name": name,
+                                 "status": rejection.status, "reason": rejection.reason,
+                                 "message": rejection.detail}
+
+
+# -- decide: input event -> decisions --------------------------------------------------------
+def decide(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
+    """The pure form: the decisions this input causes; `state` is left untouched."""
+    return handle(copy.deepcopy(state), input_event)
+
+
+def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
+    """Fold the input into `state`, run the scheduling pass, fold and return its decisions."""
+    if input_event.position != state.position + 1:
+        raise ValueError(f"input at {input_event.position} does not follow {state.position}")
+    out: list[ev.Event] = []
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        event = ev.Event(state.position + 1, kind, data)
+        evolve(state, event)
+        out.append(event)
+
+    lost_node = None
+    if input_event.type == ev.NODE_REMOVED:
+        lost_node = state.nodes.index[input_event.data["name"]]
+    evolve(state, input_event)
+    if input_event.type == ev.COMMAND_REJECTED:
+        return out
+    if lost_node is not None:
+        _node_lost(state, lost_node, input_event.data["name"], emit)
+    for loss in dra.losses(state, input_event):
+        _pods_lost(state, loss.group, loss.pods, None, "DevicesRemoved", emit)
+    if input_event.type == ev.WORKLOAD_SUBMITTED:
+        wl = state.workloads[(input_event.data["namespace"], input_event.data["name"])]
+        _pass(state, emit, only=[g for g in wl.groups if g.pending])
+    elif input_event.type in (ev.PRIORITY_CLASS_UPSERTED, ev.DEVICE_CLASS_REMOVED):
+        pass  # adds no room: nothing pending can newly fit
+    else:
+        _pass(state, emit, only=None)
+    return out
+
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+def _node_lost(state: ClusterState, row: int, name: str, emit: Emit) -> None:
+    by_group: dict[tuple[int, int], list[int]] = {}
+    for wl_pos, gi, pod in state.node_pods[row]:
+        by_group.setdefault((wl_pos, gi), []).append(pod)
+    for (wl_pos, gi), pods in sorted(by_group.items()):
+        g = state.by_position[wl_pos].groups[gi]
+        _pods_lost(state, g, sorted(pods), name, "NodeRemoved", emit)
+
+
+def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None, reason: str,
+               emit: Emit) -> None:
+    remaining = g.placed - len(pods)
+    whole = g.spec.disruption_all or (g.spec.gang and remaining < g.spec.min_count)
+    if whole:
+        pods = [i for i, n in enumerate(g.node_of) if n >= 0]
+    names = state.nodes.names
+    emit(ev.PODS_LOST, {**g.ref, "node": node, "reason": reason,
+                        "pods": [{"pod": g.spec.pod_names[p], "node": names[g.node_of[p]]} for p in pods],
+                        "wholeGroup": bool(whole or len(pods) == g.placed),
+                        "claimsReleased": dra.claims_released(state, g, pods)})
+
+
+def _pass(state: ClusterState, emit: Emit, only: list[Group] | None) -> None:
+    """Sweep pending groups in queue order; an eviction restarts from the head."""
+    groups = only
+    while True:
+        failed: set[tuple] = set()
+        todo = list(state.queue.values()) if groups is None else sorted(groups, key=lambda x: x.key)
+        evicted = False
+        for g in todo:
+            if not g.pending or g.workload.deleted_at is not None:
+                continue
+            if g.class_key is not None and g.placed == 0 and not g.needs_explanation and g.class_key in failed:
+                continue  # an identical group failed earlier in this sweep; room only shrank since
+            outcome = _try(state, g, emit)
+            if outcome == "evicted":
+                evicted = True
+                break
+            if outcome == "failed" and g.class_key is not None and g.placed == 0:
+                failed.add(g.class_key)
+        if not evicted:
+            return
+        groups = None
+
+
+def _try(state: ClusterState, g: Group, emit: Emit) -> str:
+    """Try one pending group: 'placed', 'evicted' (a preemption happened) or 'failed'."""
+    spec = g.spec
+    unplaced = [i for i, n in enumerate(g.node_of) if n < 0]
+    may_preempt = g.workload.spec.preemption_policy != NEVER
+    if g.scheduled:
+        # leftover pods: one by one; a gang's leftovers never preempt, a basic pod may
+        result = pl.attempt(state, g, unplaced, 1, explain=True)
+        if result.placeable:
+            _emit_placement(state, g, result, emit, ev.PODS_SCHEDULED)
+            if spec.gang or not may_preempt or g.placed == g.total:
+                return "placed"
+            unplaced = [i for i, n in enumerate(g.node_of) if n < 0]
+        elif spec.gang or not may_preempt:
+            _explain_failure(state, g, result, None, emit)
+            return "failed"
+        return _preempt_one(state, g, unplaced[0], emit, result)
+
+    need = spec.min_count if spec.gang else 1
+    result = pl.attempt(state, g, unplaced, need, explain=True)
+    if result.ok:
+        _emit_placement(state, g, result, emit, ev.POD_GROUP_SCHEDULED)
+        return "placed"
+    if not may_preempt:
+        _explain_failure(state, g, result, pre.NOT_ALLOWED, emit)
+        return "failed"
+    if not spec.gang:
+        return _preempt_one(state, g, unplaced[0], emit, result)
+    plan = pre.plan(state, g, unplaced, need)
+    if isinstance(plan, str):
+        _explain_failure(state, g, result, plan, emit)
+        return "failed"
+    _emit_preemption(state, g, plan, emit, ev.POD_GROUP_SCHEDULED)
+    return "evicted"
+
+
+def _preempt_one(state: ClusterState, g: Group, pod: int, emit: Emit, failed: pl.Attempt) -> str:
+    """A pod of a basic group preempts for itself alone."""
+    plan = pre.plan(state, g, [pod], 1)
+    if isinstance(plan, str):
+        _explain_failure(state, g, failed, plan, emit)
+        return "failed"
+    kind = ev.PODS_SCHEDULED if g.scheduled else ev.POD_GROUP_SCHEDULED
+    _emit_preemption(state, g, plan, emit, kind)
+    return "evicted"
+
+
+def _explain_failure(state: ClusterState, g: Group, result: pl.Attempt, preemption: str | None,
+                     emit: Emit) -> None:
+    if not g.needs_explanation:
+        return  # later failed tries record nothing
+    explanation = pl.explanation(result.failure, result.placeable, g.spec.min_count,
+                                 len(state.nodes.live_indices()))
+    explanation["preemption"] = preemption
+    emit(ev.POD_GROUP_UNSCHEDULABLE, {**g.ref, "explanation": explanation})
+
+
+def _placement_data(state: ClusterState, g: Group, result: pl.Attempt) -> dict[str, Any]:
+    names = state.nodes.names
+    placed_after = g.placed + len(result.placements)
+    data: dict[str, Any] = {
+        **g.ref,
+        "pods": [{"pod": g.spec.pod_names[p], "node": names[n]} for p, n in result.placements],
+        "claims": dra.describe_allocations(state, g, result.claims),
+        "placedPods": placed_after, "minCount": g.spec.min_count,
+        "explanation": None,
+    }
+    if g.spec.topology_key is not None:
+        data["domain"] = {"key": g.spec.topology_key, "value": result.domain}
+    if placed_after < g.total:
+        data["explanation"] = pl.explanation(result.failure, result.placeable, g.spec.min_count,
+                                             len(state.nodes.live_indices()))
+    return data
+
+
+def _emit_placement(state: ClusterState, g: Group, result: pl.Attempt, emit: Emit, kind: str) -> None:
+    emit(kind, _placement_data(state, g, result))
+
+
+def _emit_preemption(state: ClusterState, g: Group, plan: pre.Plan, emit: Emit, kind: str) -> None:
+    data = _placement_data(state, g, plan.placement)  # computed before the victims go
+    preemptor = {**g.ref, "priority": g.workload.spec.priority}
+    names = state.nodes.names
+    victims = []
+    for vg, pods, whole, why in plan.victims:
+        victims.append({**vg.ref, "priority": vg.workload.spec.priority,
+                        "pods": [vg.spec.pod_names[p] for p in pods], "wholeGroup": whole, "why": why})
+        emit(ev.POD_GROUP_PREEMPTED, {
+            **vg.ref, "priority": vg.workload.spec.priority, "preemptor": preemptor,
+            "pods": [{"pod": vg.spec.pod_names[p], "node": names[vg.node_of[p]]} for p in pods],
+            "wholeGroup": whole, "reason": why,
+            "claimsReleased": dra.claims_released(state, vg, pods)})
+    data["preemption"] = {
+        "victims": victims,
+        "reprieved": [{**u.describe(), "why": "the preemptor still fits on its nodes with it in place"}
+                      for u in plan.reprieved],
+    }
+    emit(kind, data)

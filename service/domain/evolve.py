@@ -1,0 +1,185 @@
+"""evolve(state, event) -> state: fold one recorded event into the cluster state.
+
+Every change the decider makes goes through here, so folding a stream's events
+from an empty state gives exactly the live state (a property test checks it).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from service.domain import devices as dra
+from service.domain import events as ev
+from service.domain.model import NodeSpec, PriorityClass, workload_from_submission
+from service.domain.state import ClusterState, Group, Workload
+
+
+def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
+    handler = _HANDLERS.get(event.type)
+    if handler is not None:
+        handler(state, event)
+    state.position = event.position
+    return state
+
+
+def _node_upserted(state: ClusterState, e: ev.Event) -> None:
+    state.nodes.upsert(NodeSpec.from_body(e.data["name"], e.data))
+    state._ensure_node_rows()
+
+
+def _node_removed(state: ClusterState, e: ev.Event) -> None:
+    state.nodes.remove(e.data["name"])
+
+
+def _priority_class(state: ClusterState, e: ev.Event) -> None:
+    state.priority_classes[e.data["name"]] = PriorityClass.from_body(e.data["name"], e.data)
+
+
+def _device_class_upserted(state: ClusterState, e: ev.Event) -> None:
+    dra.upsert_class(state, e.data["name"], e.data)
+
+
+def _device_class_removed(state: ClusterState, e: ev.Event) -> None:
+    dra.remove_class(state, e.data["name"])
+
+
+def _slice_upserted(state: ClusterState, e: ev.Event) -> None:
+    dra.upsert_slice(state, e.data["name"], e.data)
+
+
+def _slice_removed(state: ClusterState, e: ev.Event) -> None:
+    dra.remove_slice(state, e.data["name"])
+
+
+def _submitted(state: ClusterState, e: ev.Event) -> None:
+    spec = workload_from_submission(e.data)
+    wl = Workload(spec=spec, body=e.data["spec"], position=e.position)
+    for i, gs in enumerate(spec.groups):
+        g = Group(workload=wl, index=i, spec=gs, node_of=[-1] * len(gs.pod_names),
+                  placed_at=[None] * len(gs.pod_names))
+        g.class_key = _class_key(wl, g)
+        wl.groups.append(g)
+    state.workloads[wl.key] = wl
+    state.by_position[wl.position] = wl
+    for g in wl.groups:
+        state.sync_queue(g)
+    wl.events.append(e.position)
+    dra.workload_added(state, wl)
+
+
+def _class_key(wl: Workload, g: Group) -> tuple | None:
+    """Groups with equal keys are placed identically from an empty start (skip index)."""
+    spec = wl.spec
+    if spec.claims or g.spec.claims or any(spec.shapes[s].claims for s in set(g.spec.pod_shapes)):
+        return None  # claims carry per-workload templates and shared state
+    runs: list[tuple[Any, int]] = []
+    for s in g.spec.pod_shapes:
+        shape = spec.shapes[s]
+        if runs and runs[-1][0] == shape:
+            runs[-1] = (shape, runs[-1][1] + 1)
+        else:
+            runs.append((shape, 1))
+    return (tuple(runs), g.spec.gang, g.spec.min_count, g.spec.topology_key, spec.priority,
+            spec.preemption_policy)
+
+
+def _deleted(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads[(e.data["namespace"], e.data["name"])]
+    for g in wl.groups:
+        for pod, node in enumerate(g.node_of):
+            if node >= 0:
+                state.release_pod(g, pod)
+    dra.workload_released(state, wl)
+    wl.deleted_at = e.position
+    for g in wl.groups:
+        state.sync_queue(g)
+    wl.events.append(e.position)
+
+
+def _rejected(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads.get((e.data.get("namespace") or "", e.data.get("name") or ""))
+    if wl is not None:
+        wl.events.append(e.position)
+
+
+def _group_of(state: ClusterState, data: dict[str, Any]) -> Group:
+    return state.group(data["namespace"], data["workload"], data["podGroup"])
+
+
+def _scheduled(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    was_scheduled = g.scheduled
+    index = state.nodes.index
+    for i, p in enumerate(e.data["pods"]):
+        state.place_pod(g, g.pod_index(p["pod"]), index[p["node"]], (e.position, i))
+    if "domain" in e.data and e.data["domain"] is not None:
+        g.domain = e.data["domain"]["value"]
+    dra.claims_allocated(state, g, e.data.get("claims") or [])
+    if e.data.get("explanation") is not None:
+        g.explanation = e.data["explanation"]
+    g.needs_explanation = False
+    if g.scheduled and not was_scheduled and not g.ever_scheduled:
+        g.ever_scheduled = True
+        g.conditions["PodGroupInitiallyScheduled"] = {
+            "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
+            "message": f"{g.placed} of {g.total} pods placed (minCount {g.spec.min_count})",
+            "position": e.position}
+    if not g.pending:
+        g.explanation = None
+    state.sync_queue(g)
+    g.workload.events.append(e.position)
+
+
+def _unschedulable(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    g.explanation = e.data["explanation"]
+    g.needs_explanation = False
+    g.workload.events.append(e.position)
+
+
+def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]]) -> None:
+    for p in pods:
+        pod = g.pod_index(p["pod"])
+        if g.node_of[pod] >= 0:
+            state.release_pod(g, pod)
+    dra.group_pods_released(state, g, [g.pod_index(p["pod"]) for p in pods])
+    g.needs_explanation = True
+    state.sync_queue(g)
+
+
+def _preempted(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    _release(state, g, e.data["pods"])
+    pre = e.data["preemptor"]
+    g.conditions["DisruptionTarget"] = {
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": f"preempted by {pre['namespace']}/{pre['workload']} (priority {pre['priority']})",
+        "position": e.position}
+    g.workload.events.append(e.position)
+    preemptor = state.workloads.get((pre["namespace"], pre["workload"]))
+    if preemptor is not None and preemptor is not g.workload:
+        preemptor.events.append(e.position)
+
+
+def _lost(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    _release(state, g, e.data["pods"])
+    g.workload.events.append(e.position)
+
+
+_HANDLERS: dict[str, Callable[[ClusterState, ev.Event], None]] = {
+    ev.NODE_UPSERTED: _node_upserted,
+    ev.NODE_REMOVED: _node_removed,
+    ev.PRIORITY_CLASS_UPSERTED: _priority_class,
+    ev.DEVICE_CLASS_UPSERTED: _device_class_upserted,
+    ev.DEVICE_CLASS_REMOVED: _device_class_removed,
+    ev.RESOURCE_SLICE_UPSERTED: _slice_upserted,
+    ev.RESOURCE_SLICE_REMOVED: _slice_removed,
+    ev.WORKLOAD_SUBMITTED: _submitted,
+    ev.WORKLOAD_DELETED: _deleted,
+    ev.COMMAND_REJECTED: _rejected,
+    ev.POD_GROUP_SCHEDULED: _scheduled,
+    ev.PODS_SCHEDULED: _scheduled,
+    ev.POD_GROUP_UNSCHEDULABLE: _unschedulable,
+    ev.POD_GROUP_PREEMPTED: _preempted,
+    ev.PODS_LOST: _lost,
+}

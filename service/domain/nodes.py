@@ -1,0 +1,155 @@
+"""The node table: capacity held as numpy arrays, one row per node ever seen.
+
+Rows are never reused for another name, so a node index stays valid in events'
+consequences and in caches; a removed node's row is marked dead. Free capacity is
+`alloc - used`, which may go negative when a node shrinks below what runs on it.
+Masks (schedulable, selector match, topology domain) are cached and dropped when
+labels or the node set change, which is rare next to placements.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from service.domain.model import NodeSpec
+from service.domain.quantity import PODS
+
+# A node that does not declare `pods` never runs out of them.
+UNLIMITED = np.int64(2**62)
+
+
+class NodeTable:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.specs: list[NodeSpec | None] = []
+        self.labels: list[dict[str, str]] = []
+        self.resources: dict[str, int] = {PODS: 0}
+        self.resource_names: list[str] = [PODS]
+        self._cap = 0
+        self.alloc = np.zeros((0, 1), dtype=np.int64)  # effective allocatable (pods: UNLIMITED if undeclared)
+        self.declared = np.zeros((0, 1), dtype=bool)
+        self.used = np.zeros((0, 1), dtype=np.int64)
+        self.alive = np.zeros(0, dtype=bool)
+        self.schedulable = np.zeros(0, dtype=bool)  # alive and not cordoned
+        self.version = 0  # bumps when labels / node set / cordons change (mask caches)
+        self._selector_cache: dict[tuple, np.ndarray] = {}
+        self._domain_cache: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._rank: np.ndarray | None = None
+
+    # -- growth ---------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+    def column(self, resource: str) -> int:
+        """The column of a resource, adding one (declared nowhere) on first sight."""
+        col = self.resources.get(resource)
+        if col is None:
+            col = len(self.resource_names)
+            self.resources[resource] = col
+            self.resource_names.append(resource)
+            pad = ((0, 0), (0, 1))
+            self.alloc = np.pad(self.alloc, pad)
+            self.declared = np.pad(self.declared, pad)
+            self.used = np.pad(self.used, pad)
+        return col
+
+    def _grow(self) -> None:
+        new_cap = max(16, self._cap * 2)
+        extra = new_cap - self._cap
+        self.alloc = np.vstack([self.alloc, np.zeros((extra, self.alloc.shape[1]), dtype=np.int64)])
+        self.declared = np.vstack([self.declared, np.zeros((extra, self.declared.shape[1]), dtype=bool)])
+        self.used = np.vstack([self.used, np.zeros((extra, self.used.shape[1]), dtype=np.int64)])
+        self.alive = np.concatenate([self.alive, np.zeros(extra, dtype=bool)])
+        self.schedulable = np.concatenate([self.schedulable, np.zeros(extra, dtype=bool)])
+        self._cap = new_cap
+
+    # -- changes (called from evolve only) ---------------------------------------------
+    def upsert(self, spec: NodeSpec) -> int:
+        idx = self.index.get(spec.name)
+        for resource, _ in spec.allocatable:
+            self.column(resource)
+        if idx is None:
+            if self.count == self._cap:
+                self._grow()
+            idx = self.count
+            self.index[spec.name] = idx
+            self.names.append(spec.name)
+            self.specs.append(spec)
+            self.labels.append(dict(spec.labels))
+            self._rank = None
+        else:
+            self.specs[idx] = spec
+            self.labels[idx] = dict(spec.labels)
+        self.alloc[idx, :] = 0
+        self.declared[idx, :] = False
+        self.alloc[idx, 0] = UNLIMITED
+        for resource, amount in spec.allocatable:
+            col = self.resources[resource]
+            self.alloc[idx, col] = amount
+            self.declared[idx, col] = True
+        self.alive[idx] = True
+        self.schedulable[idx] = not spec.unschedulable
+        self._invalidate()
+        return idx
+
+    def remove(self, name: str) -> int:
+        idx = self.index[name]
+        self.alive[idx] = False
+        self.schedulable[idx] = False
+        self.specs[idx] = None
+        self._rank = None
+        self._invalidate()
+        return idx
+
+    def _invalidate(self) -> None:
+        self.version += 1
+        self._selector_cache.clear()
+        self._domain_cache.clear()
+
+    # -- queries ----------------------------------------------------------------------
+    def live_indices(self) -> np.ndarray:
+        return np.flatnonzero(self.alive[: self.count])
+
+    def rank(self) -> np.ndarray:
+        """Rank of each row's name among all names: the node-name tie-break."""
+        if self._rank is None:
+            order = sorted(range(self.count), key=self.names.__getitem__)
+            rank = np.empty(self.count, dtype=np.int64)
+            rank[order] = np.arange(self.count)
+            self._rank = rank
+        return self._rank
+
+    def selector_mask(self, selector: tuple[tuple[str, str], ...]) -> np.ndarray:
+        """Rows (alive or not) whose labels match every selector entry."""
+        mask = self._selector_cache.get(selector)
+        if mask is None:
+            n = self.count
+            if not selector:
+                mask = np.ones(n, dtype=bool)
+            else:
+                mask = np.fromiter(
+                    (all(lab.get(k) == v for k, v in selector) for lab in self.labels), dtype=bool, count=n)
+            self._selector_cache[selector] = mask
+        return mask
+
+    def domains(self, key: str) -> tuple[np.ndarray, list[str]]:
+        """(domain id per row or -1 without the label, sorted label values)."""
+        cached = self._domain_cache.get(key)
+        if cached is None:
+            values = sorted({lab[key] for i, lab in enumerate(self.labels) if key in lab and self.alive[i]})
+            pos = {v: i for i, v in enumerate(values)}
+            ids = np.fromiter((pos.get(lab.get(key, None), -1) if self.alive[i] else -1
+                               for i, lab in enumerate(self.labels)), dtype=np.int64, count=self.count)
+            cached = (ids, values)
+            self._domain_cache[key] = cached
+        return cached
+
+    def request_vector(self, requests: Iterable[tuple[str, int]]) -> np.ndarray:
+        vec = np.zeros(len(self.resource_names), dtype=np.int64)
+        vec[0] = 1  # every pod uses one `pods` where the node declares it
+        for resource, amount in requests:
+            vec[self.column(resource)] = amount
+        return vec

@@ -1,0 +1,335 @@
+"""The placement routine of model.md *Placing a group*.
+
+`attempt(...)` answers "where would these pods of this group go, now?" without
+changing the state for good: it places pods on a trial basis (so each pod sees
+those placed before it) and undoes them before returning. The same routine serves
+the scheduling pass and the preemption simulation (which first removes victims).
+
+Scores are MostAllocated, screened with floats and decided exactly with
+Fractions, so equal means are equal whatever their terms; ties go to the smaller
+node name (its rank), and for topology to the smaller label value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from service.domain import devices as dra
+from service.domain.state import ClusterState, Group
+
+_EPS = 1e-9
+
+UNSCHEDULABLE = "node(s) were unschedulable"
+SELECTOR = "node(s) didn't match Pod's node selector"
+TOPOLOGY = "node(s) didn't match pod group topology"
+TOO_MANY_PODS = "Too many pods"
+DEVICES = "cannot allocate all claims"
+
+
+@dataclass
+class Attempt:
+    """The outcome of placing (some of) a group's pods."""
+    placements: list[tuple[int, int]] = field(default_factory=list)  # (pod, node row)
+    claims: list[dra.Allocation] = field(default_factory=list)
+    domain: str | None = None
+    placeable: int = 0
+    need: int = 1
+    failure: dict[str, Any] | None = None  # per-node reasons of the first pod that did not fit
+
+    @property
+    def ok(self) -> bool:
+        return self.placeable >= self.need and self.placeable > 0
+
+
+class Trial:
+    """Usage added on a trial basis, undone by `rollback`."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.rows: list[tuple[int, np.ndarray]] = []
+        self.ledger = dra.Ledger(state)
+
+    def add(self, node: int, vec: np.ndarray) -> None:
+        self.state.nodes.used[node] += vec
+        self.rows.append((node, vec))
+
+    def rollback(self) -> None:
+        used = self.state.nodes.used
+        for node, vec in reversed(self.rows):
+            used[node] -= vec
+        self.rows.clear()
+        self.ledger.rollback()
+
+
+# -- scoring ------------------------------------------------------------------------------
+def _requested_cols(state: ClusterState, g: Group, shape: int) -> np.ndarray:
+    cols = [state.nodes.resources[r] for r, _ in g.workload.spec.shapes[shape].requests]
+    return np.array(cols, dtype=np.int64)
+
+
+def _float_scores(state: ClusterState, rows: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    if len(cols) == 0:
+        return np.zeros(len(rows))
+    nodes = state.nodes
+    alloc = nodes.alloc[np.ix_(rows, cols)]
+    num = nodes.used[np.ix_(rows, cols)] + vec[cols]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(alloc > 0, num / np.where(alloc > 0, alloc, 1), 0.0)
+    return terms.sum(axis=1)
+
+
+def _exact(num_row: np.ndarray, alloc_row: np.ndarray) -> Fraction:
+    return sum((Fraction(int(u), int(a)) for u, a in zip(num_row, alloc_row) if a > 0), Fraction(0))
+
+
+def _pick(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> int:
+    """The best row: highest exact score, then smallest node name."""
+    top = scores.max()
+    band = rows[scores >= top - _EPS * max(1.0, abs(top))]
+    rank = state.nodes.rank()
+    if len(band) == 1:
+        return int(band[0])
+    if len(cols) == 0:
+        return int(band[np.argmin(rank[band])])
+    nodes = state.nodes
+    num = nodes.used[np.ix_(band, cols)] + vec[cols]
+    alloc = nodes.alloc[np.ix_(band, cols)]
+    keys = np.concatenate([num, alloc], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    k = len(cols)
+    exact = [_exact(row[:k], row[k:]) for row in uniq]
+    best = max(exact)
+    winners = band[np.isin(inverse, [i for i, e in enumerate(exact) if e == best])]
+    return int(winners[np.argmin(rank[winners])])
+
+
+def _fits(state: ClusterState, rows: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    cols = np.flatnonzero(vec)
+    nodes = state.nodes
+    free = nodes.alloc[np.ix_(rows, cols)] - nodes.used[np.ix_(rows, cols)]
+    return np.all(free >= vec[cols], axis=1)
+
+
+def _row_fits(state: ClusterState, row: int, vec: np.ndarray) -> bool:
+    nodes = state.nodes
+    return bool(np.all(nodes.alloc[row] - nodes.used[row] >= vec))
+
+
+# -- the routine --------------------------------------------------------------------------
+def base_mask(state: ClusterState, g: Group, shape: int) -> np.ndarray:
+    """Rows a pod of this shape may use at all: schedulable and matching its selector."""
+    nodes = state.nodes
+    n = nodes.count
+    sel = g.workload.spec.shapes[shape].node_selector
+    return nodes.schedulable[:n] & nodes.selector_mask(sel)[:n]
+
+
+def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray | None,
+             trial: Trial, explain: bool) -> tuple[list[tuple[int, int]], dict[str, Any] | None]:
+    """Place pods one by one, in order, each on its best feasible row (trial usage).
+
+    Returns the placements and, when `explain`, the per-node reasons of the first pod
+    that did not fit. A pod that does not fit is skipped; a later pod of another shape
+    may still fit. Consecutive pods of one shape keep going to the last row chosen
+    while it still fits: its score only grew and nothing else changed, so it stays best.
+    """
+    placements: list[tuple[int, int]] = []
+    failure: dict[str, Any] | None = None
+    wl = g.workload
+    i = 0
+    while i < len(pods):
+        shape = g.spec.pod_shapes[pods[i]]
+        run_end = i
+        while run_end < len(pods) and g.spec.pod_shapes[pods[run_end]] == shape:
+            run_end += 1
+        vec = state.shape_vector(wl, shape)
+        mask = base_mask(state, g, shape)
+        if allowed is not None:
+            mask = mask & allowed
+        rows = np.flatnonzero(mask)
+        rows = rows[_fits(state, rows, vec)] if len(rows) else rows
+        cols = _requested_cols(state, g, shape)
+        scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
+        needs_devices = dra.pod_needs_devices(g, pods[i])
+        last = -1
+        for j in range(i, run_end):
+            pod = pods[j]
+            chosen = -1
+            if last >= 0 and _row_fits(state, last, vec) and (
+                    not needs_devices or trial.ledger.try_pod(g, pod, last)):
+                chosen = last
+            else:
+                if last >= 0:
+                    # drop the filled row, rescore nothing else: only `last` changed
+                    keep = rows != last
+                    rows, scores = rows[keep], scores[keep]
+                while len(rows):
+                    cand = _pick(state, rows, scores, cols, vec)
+                    if not _row_fits(state, cand, vec):
+                        keep = rows != cand
+                        rows, scores = rows[keep], scores[keep]
+                        continue
+                    if needs_devices and not trial.ledger.try_pod(g, pod, cand):
+                        keep = rows != cand
+                        rows, scores = rows[keep], scores[keep]
+                        continue
+                    chosen = cand
+                    break
+            if chosen < 0:
+                if explain and failure is None:
+                    failure = explain_pod(state, g, pod, allowed, trial)
+                # identical pods after it fail too; skip the rest of the run
+                break
+            trial.add(chosen, vec)
+            placements.append((pod, chosen))
+            last = chosen
+            if len(cols):
+                hit = np.flatnonzero(rows == chosen)
+                if len(hit):
+                    scores[hit[0]] = _float_scores(state, np.array([chosen]), cols, vec)[0]
+        i = run_end
+    return placements, failure
+
+
+def explain_pod(state: ClusterState, g: Group, pod: int, allowed: np.ndarray | None,
+                trial: Trial) -> dict[str, Any]:
+    """Per-node reasons why this pod fits nowhere, as kube-scheduler's filters say them."""
+    nodes = state.nodes
+    shape = g.spec.pod_shapes[pod]
+    vec = state.shape_vector(g.workload, shape)
+    live = nodes.live_indices()
+    counts: dict[str, int] = {}
+
+    def add(reason: str, k: int) -> None:
+        if k:
+            counts[reason] = counts.get(reason, 0) + k
+
+    sched = nodes.schedulable[live]
+    add(UNSCHEDULABLE, int(np.count_nonzero(~sched)))
+    rows = live[sched]
+    sel = nodes.selector_mask(g.workload.spec.shapes[shape].node_selector)[rows]
+    add(SELECTOR, int(np.count_nonzero(~sel)))
+    rows = rows[sel]
+    if allowed is not None:
+        inside = allowed[rows]
+        add(TOPOLOGY, int(np.count_nonzero(~inside)))
+        rows = rows[inside]
+    fit_all = np.ones(len(rows), dtype=bool)
+    for col in np.flatnonzero(vec):
+        ok = nodes.alloc[rows, col] - nodes.used[rows, col] >= vec[col]
+        name = nodes.resource_names[col]
+        add(TOO_MANY_PODS if col == 0 else f"Insufficient {name}", int(np.count_nonzero(~ok)))
+        fit_all &= ok
+    device_short = int(np.count_nonzero(fit_all)) if dra.pod_needs_devices(g, pod) else 0
+    add(DEVICES, device_short)
+    detail = dra.explain_pod(state, g, pod, trial.ledger) if device_short else None
+    return {"nodes": int(len(live)), "counts": counts, "devices": detail}
+
+
+def explanation(failure: dict[str, Any] | None, placeable: int, min_count: int,
+                total_nodes: int) -> dict[str, Any]:
+    """The recorded explanation: Kubernetes' message plus structured reasons."""
+    counts = failure["counts"] if failure else {}
+    nodes = failure["nodes"] if failure else total_nodes
+    items = sorted(f"{v} {k}" for k, v in counts.items())
+    message = f"0/{nodes} nodes are available"
+    message += (": " + ", ".join(items) + ".") if items else "."
+    reasons = sorted(({"reason": k, "nodes": v} for k, v in counts.items()),
+                     key=lambda r: f"{r['nodes']} {r['reason']}")
+    out: dict[str, Any] = {"message": message, "reasons": reasons, "placeablePods": placeable,
+                           "minCount": min_count, "preemption": None}
+    if failure and failure.get("devices"):
+        out["devices"] = failure["devices"]
+    return out
+
+
+def _domain_score(state: ClusterState, g: Group, in_domain: np.ndarray,
+                  placements: list[tuple[int, int]]) -> Fraction:
+    """Mean over requested resources of (used + the group's new pods) / allocatable, summed over the domain."""
+    nodes = state.nodes
+    requested: dict[str, int] = {}
+    for r, _ in g.workload.spec.shapes[g.spec.pod_shapes[placements[0][0]]].requests:
+        requested.setdefault(r, 0)
+    for pod, _ in placements:
+        for r, q in g.workload.spec.shapes[g.spec.pod_shapes[pod]].requests:
+            requested[r] = requested.get(r, 0) + q
+    if not requested:
+        return Fraction(0)
+    rows = np.flatnonzero(in_domain)
+    total = Fraction(0)
+    for r, add in requested.items():
+        col = nodes.resources[r]
+        alloc = int(nodes.alloc[rows, col].sum()) if nodes.declared[rows, col].any() else 0
+        if alloc > 0:
+            total += Fraction(int(nodes.used[rows, col].sum()) + add, alloc)
+    return total / len(requested)
+
+
+def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
+            restrict: np.ndarray | None = None, explain: bool = True,
+            keep_trial: Trial | None = None) -> Attempt:
+    """Where these pods would go now: the gang rule (at least `need`), topology, devices.
+
+    `restrict` limits the rows considered (the preemption simulation uses it to stay
+    inside a domain). With `keep_trial`, the chosen placement's usage stays applied on
+    that trial (the caller rolls it back); otherwise nothing is left changed.
+    """
+    n = state.nodes.count
+    key = g.spec.topology_key
+    if key is None:
+        trial = keep_trial or Trial(state)
+        placements, failure = place_in(state, g, pods, restrict, trial, explain)
+        result = Attempt(placements=placements, placeable=len(placements), need=need, failure=failure,
+                         claims=trial.ledger.new_allocations())
+        if keep_trial is None or not result.ok:
+            trial.rollback()
+        return result
+
+    ids, values = state.nodes.domains(key)
+    ids = ids[:n]
+    if g.domain is not None:
+        candidates = [values.index(g.domain)] if g.domain in values else []
+    else:
+        present = np.unique(ids[(ids >= 0) & (restrict if restrict is not None else True)])
+        candidates = [int(d) for d in present]
+    best: tuple[Fraction, int] | None = None
+    best_attempt: Attempt | None = None
+    fallback: Attempt | None = None  # the domain that placed most, for the explanation
+    for d in candidates:
+        in_domain = ids == d
+        allowed = in_domain if restrict is None else in_domain & restrict
+        trial = Trial(state)
+        placements, failure = place_in(state, g, pods, allowed, trial, explain)
+        res = Attempt(placements=placements, placeable=len(placements), need=need, failure=failure,
+                      claims=trial.ledger.new_allocations(), domain=values[d])
+        if res.ok:
+            score = _domain_score(state, g, in_domain, placements) if placements else Fraction(0)
+            trial.rollback()
+            # highest score wins; ties go to the smaller label value (earlier d)
+            if best is None or score > best[0]:
+                best, best_attempt = (score, d), res
+        else:
+            trial.rollback()
+            if fallback is None or res.placeable > fallback.placeable:
+                fallback = res
+    if best_attempt is None:
+        result = fallback or Attempt(need=need)
+        result.placeable = result.placeable if fallback else 0
+        if explain and result.failure is None:
+            # no domain at all (no node carries the key)
+            result.failure = {"nodes": int(len(state.nodes.live_indices())),
+                              "counts": {TOPOLOGY: int(len(state.nodes.live_indices()))}, "devices": None}
+        result.placements = []
+        return result
+    if keep_trial is not None:
+        # re-apply the winner on the caller's trial
+        d = values.index(best_attempt.domain)  # type: ignore[arg-type]
+        allowed = (ids == d) if restrict is None else (ids == d) & restrict
+        placements, _ = place_in(state, g, pods, allowed, keep_trial, False)
+        best_attempt.placements = placements
+        best_attempt.claims = keep_trial.ledger.new_allocations()
+    return best_attempt

@@ -1,0 +1,164 @@
+"""The cluster aggregate's state: inventory, workloads, placements, the queue.
+
+State is mutated in place by `evolve` only (copying a 5,000-node cluster per
+input would cost more than deciding it); `decide` works on a throwaway copy when
+purity is needed (dry runs, tests). Everything here is deterministic: dicts are
+insertion-ordered and every iteration that reaches an event is sorted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sortedcontainers import SortedDict
+
+from service.domain.model import GroupSpec, PriorityClass, WorkloadSpec
+from service.domain.nodes import NodeTable
+
+QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
+
+
+@dataclass(eq=False)
+class Group:
+    workload: "Workload"
+    index: int
+    spec: GroupSpec
+    node_of: list[int]  # node row per pod, -1 when not placed
+    placed_at: list[tuple[int, int] | None]  # (decision position, pod index in that decision)
+    placed: int = 0
+    domain: str | None = None  # topology value chosen while any pod is placed
+    explanation: dict[str, Any] | None = None
+    needs_explanation: bool = True  # no failed try recorded since it became pending
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ever_scheduled: bool = False
+    class_key: tuple | None = None  # groups with equal keys place identically (pass skipping)
+    _pod_index: dict[str, int] | None = None
+
+    def pod_index(self, name: str) -> int:
+        if self._pod_index is None:
+            self._pod_index = {n: i for i, n in enumerate(self.spec.pod_names)}
+        return self._pod_index[name]
+
+    @property
+    def key(self) -> QueueKey:
+        return (-self.workload.spec.priority, self.workload.position, self.index)
+
+    @property
+    def running_key(self) -> tuple[int, int, int]:
+        return (self.workload.spec.priority, self.workload.position, self.index)
+
+    @property
+    def total(self) -> int:
+        return len(self.spec.pod_names)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.placed >= self.spec.min_count if self.spec.gang else self.placed >= 1
+
+    @property
+    def pending(self) -> bool:
+        return self.placed < self.total
+
+    @property
+    def ref(self) -> dict[str, str]:
+        return {"namespace": self.workload.spec.namespace, "workload": self.workload.spec.name,
+                "podGroup": self.spec.name}
+
+
+@dataclass(eq=False)
+class Workload:
+    spec: WorkloadSpec
+    body: dict[str, Any]  # as submitted
+    position: int  # of its WorkloadSubmitted event
+    groups: list[Group] = field(default_factory=list)
+    deleted_at: int | None = None
+    events: list[int] = field(default_factory=list)  # positions of events about it (history)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.spec.namespace, self.spec.name)
+
+
+class ClusterState:
+    def __init__(self, cluster: str = "") -> None:
+        self.cluster = cluster
+        self.position = 0
+        self.nodes = NodeTable()
+        self.node_pods: list[set[tuple[int, int, int]]] = []  # per node row: {(workload pos, group idx, pod idx)}
+        self.priority_classes: dict[str, PriorityClass] = {}
+        self.device_classes: dict[str, dict[str, Any]] = {}
+        self.resource_slices: dict[str, dict[str, Any]] = {}
+        self.workloads: dict[tuple[str, str], Workload] = {}
+        self.by_position: dict[int, Workload] = {}
+        self.queue: SortedDict = SortedDict()  # QueueKey -> Group, every pending group
+        self.placed_by_priority: dict[int, int] = {}  # priority -> placed pods (who could be a victim)
+        self.running: SortedDict = SortedDict()  # (priority, workload position, group index) -> Group with pods placed
+        self._shape_vectors: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
+
+    # -- lookups ------------------------------------------------------------------------
+    def group(self, namespace: str, workload: str, group: str) -> Group:
+        wl = self.workloads[(namespace, workload)]
+        for g in wl.groups:
+            if g.spec.name == group:
+                return g
+        raise KeyError(group)
+
+    def shape_vector(self, wl: Workload, shape: int) -> np.ndarray:
+        """The request vector of a pod shape, in the table's current columns."""
+        key = (wl.position, shape)
+        ncols = len(self.nodes.resource_names)
+        hit = self._shape_vectors.get(key)
+        if hit is None or hit[0] != ncols:
+            vec = self.nodes.request_vector(wl.spec.shapes[shape].requests)
+            ncols = len(self.nodes.resource_names)
+            hit = (ncols, vec)
+            self._shape_vectors[key] = hit
+        return hit[1]
+
+    # -- the primitive changes evolve is made of ----------------------------------------
+    def _ensure_node_rows(self) -> None:
+        while len(self.node_pods) < self.nodes.count:
+            self.node_pods.append(set())
+
+    def place_pod(self, g: Group, pod: int, node: int, at: tuple[int, int]) -> None:
+        vec = self.shape_vector(g.workload, g.spec.pod_shapes[pod])
+        self.nodes.used[node] += vec
+        self._ensure_node_rows()
+        self.node_pods[node].add((g.workload.position, g.index, pod))
+        g.node_of[pod] = node
+        g.placed_at[pod] = at
+        g.placed += 1
+        if g.placed == 1:
+            self.running[g.running_key] = g
+        prio = g.workload.spec.priority
+        self.placed_by_priority[prio] = self.placed_by_priority.get(prio, 0) + 1
+
+    def release_pod(self, g: Group, pod: int) -> None:
+        node = g.node_of[pod]
+        vec = self.shape_vector(g.workload, g.spec.pod_shapes[pod])
+        self.nodes.used[node] -= vec
+        self.node_pods[node].discard((g.workload.position, g.index, pod))
+        g.node_of[pod] = -1
+        g.placed_at[pod] = None
+        g.placed -= 1
+        prio = g.workload.spec.priority
+        left = self.placed_by_priority[prio] - 1
+        if left:
+            self.placed_by_priority[prio] = left
+        else:
+            del self.placed_by_priority[prio]
+        if g.placed == 0:
+            g.domain = None
+            del self.running[g.running_key]
+
+    def sync_queue(self, g: Group) -> None:
+        """Keep the queue holding exactly the live groups with unplaced pods."""
+        if g.pending and g.workload.deleted_at is None:
+            self.queue[g.key] = g
+        else:
+            self.queue.pop(g.key, None)
+
+    def pod_ref(self, key: tuple[int, int, int]) -> tuple[Group, int]:
+        wl_pos, gi, pod = key
+        return self.by_position[wl_pos].groups[gi], pod

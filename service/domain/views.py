@@ -1,0 +1,103 @@
+"""Read views of the state, shaped as shared/spec/http.md says."""
+from __future__ import annotations
+
+from typing import Any
+
+from service.domain import devices as dra
+from service.domain.quantity import format_quantity
+from service.domain.state import ClusterState, Group, Workload
+
+
+def node_view(state: ClusterState, name: str) -> dict[str, Any] | None:
+    nodes = state.nodes
+    row = nodes.index.get(name)
+    if row is None or not nodes.alive[row]:
+        return None
+    spec = nodes.specs[row]
+    assert spec is not None
+    allocatable = dict(spec.allocatable)
+    allocated: dict[str, str] = {}
+    free: dict[str, str] = {}
+    for res, col in nodes.resources.items():
+        used = int(nodes.used[row, col])
+        if res in allocatable:
+            allocated[res] = format_quantity(used, res)
+            free[res] = format_quantity(allocatable[res] - used, res) if allocatable[res] >= used \
+                else "-" + format_quantity(used - allocatable[res], res)
+        elif used:
+            allocated[res] = format_quantity(used, res)
+    pods = []
+    if row < len(state.node_pods):
+        for key in sorted(state.node_pods[row]):
+            g, pod = state.pod_ref(key)
+            pods.append({"namespace": g.workload.spec.namespace, "workload": g.workload.spec.name,
+                         "podGroup": g.spec.name, "pod": g.spec.pod_names[pod]})
+    return {"name": name, "labels": dict(spec.labels),
+            "allocatable": {r: format_quantity(v, r) for r, v in spec.allocatable},
+            "unschedulable": spec.unschedulable, "allocated": allocated, "free": free, "pods": pods}
+
+
+def node_views(state: ClusterState) -> list[dict[str, Any]]:
+    out = []
+    for name in sorted(state.nodes.index):
+        view = node_view(state, name)
+        if view is not None:
+            out.append(view)
+    return out
+
+
+def group_view(state: ClusterState, g: Group) -> dict[str, Any]:
+    names = state.nodes.names
+    return {
+        "name": g.spec.name,
+        "phase": "Scheduled" if g.scheduled else "Pending",
+        "minCount": g.spec.min_count,
+        "placedPods": g.placed,
+        "domain": g.domain,
+        "explanation": g.explanation if g.pending else None,
+        "pods": [{"name": n, "node": names[g.node_of[i]] if g.node_of[i] >= 0 else None}
+                 for i, n in enumerate(g.spec.pod_names)],
+        "claims": dra.claim_views(state, g),
+        "conditions": sorted(g.conditions.values(), key=lambda c: (c["position"], c["type"])),
+    }
+
+
+def workload_phase(wl: Workload) -> str:
+    if wl.deleted_at is not None:
+        return "Finished"
+    return "Scheduled" if all(g.scheduled for g in wl.groups) else "Pending"
+
+
+def workload_view(state: ClusterState, wl: Workload) -> dict[str, Any]:
+    return {
+        "cluster": state.cluster, "namespace": wl.spec.namespace, "name": wl.spec.name,
+        "priority": wl.spec.priority, "preemptionPolicy": wl.spec.preemption_policy,
+        "position": wl.position, "spec": wl.body,
+        "status": {"phase": workload_phase(wl), "deletedAt": wl.deleted_at,
+                   "podGroups": [group_view(state, g) for g in wl.groups]},
+    }
+
+
+def object_views(state: ClusterState, kind: str) -> list[dict[str, Any]]:
+    if kind == "priorityclasses":
+        return [{"name": pc.name, "value": pc.value, "preemptionPolicy": pc.preemption_policy}
+                for _, pc in sorted(state.priority_classes.items())]
+    source = state.device_classes if kind == "deviceclasses" else state.resource_slices
+    return [{**body, "name": name} for name, body in sorted(source.items())]
+
+
+def canonical(state: ClusterState) -> dict[str, Any]:
+    """Everything observable about the state, for equality checks (live vs replay)."""
+    return {
+        "position": state.position,
+        "nodes": node_views(state),
+        "objects": {k: object_views(state, k) for k in ("priorityclasses", "deviceclasses", "resourceslices")},
+        "workloads": [
+            {**workload_view(state, wl), "events": wl.events,
+             "internal": [{"placedAt": g.placed_at, "needsExplanation": g.needs_explanation,
+                           "everScheduled": g.ever_scheduled} for g in wl.groups]}
+            for wl in sorted(state.workloads.values(), key=lambda w: w.position)],
+        "queue": [list(k) for k in state.queue.keys()],
+        "running": [list(k) for k in state.running.keys()],
+        "devices": dra.canonical(state),
+    }

@@ -1,0 +1,175 @@
+"""The event store port: what the application service needs from any backend.
+
+Both backends (PostgreSQL, SQLite) implement `EventStore`; one conformance suite
+(tests/store/) runs against each.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+GENESIS_HASH = "0" * 64
+
+
+def canonical_json(value: Any) -> str:
+    """events.md: sorted keys, no insignificant whitespace, ASCII only."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def chain_hash(prev_hash: str, envelope_without_hashes: dict[str, Any]) -> str:
+    return hashlib.sha256((prev_hash + canonical_json(envelope_without_hashes)).encode("utf-8")).hexdigest()
+
+
+class ConcurrencyConflict(Exception):
+    """The cluster's last position is not the one the append expected."""
+
+    def __init__(self, cluster: str, expected: int, actual: int | None = None):
+        super().__init__(f"cluster {cluster!r}: expected position {expected}, found {actual}")
+        self.cluster, self.expected, self.actual = cluster, expected, actual
+
+
+class IdempotencyKeyTaken(Exception):
+    """An idempotency key was stored concurrently by another writer."""
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    type: str
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+    schema_version: int = 1
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    cluster: str
+    position: int
+    type: str
+    schema_version: int
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+    recorded_at: str  # RFC 3339, microseconds, "Z"
+    prev_hash: str
+    hash: str
+
+    def envelope(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster, "position": self.position, "type": self.type,
+            "schemaVersion": self.schema_version, "data": self.data, "metadata": self.metadata,
+            "recordedAt": self.recorded_at, "prevHash": self.prev_hash, "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """A stored answer: a retry with the same key and fingerprint gets it back."""
+    key: str
+    fingerprint: str  # sha256 of method, path and body (HTTP) or of the command (Kafka)
+    status: int
+    body: dict[str, Any]
+    cluster: str | None = None
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class ConsumedOffset:
+    """The next offset to read, stored in the same transaction as the effect."""
+    group: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    id: int
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    cluster: str | None
+    position: int | None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    events: int
+    head: str
+    first_bad_position: int | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cluster: str
+    position: int
+    version: str  # code version of the state format; a mismatch means "ignore"
+    blob: bytes
+
+
+class EventStore(Protocol):
+    async def append(
+        self,
+        cluster: str,
+        expected_position: int,
+        events: Sequence[NewEvent],
+        *,
+        idempotency: Sequence[IdempotencyRecord] = (),
+        offsets: Sequence[ConsumedOffset] = (),
+        dead_letters: Sequence[DeadLetter] = (),
+        outbox_topic: str | None = None,
+    ) -> list[StoredEvent]:
+        """Append in ONE transaction: the events (positions expected+1..), their hash
+        chain, the idempotency records, consumed offsets, dead letters, and (when
+        outbox_topic is set) one outbox row per event. Raises ConcurrencyConflict when
+        the cluster's last position != expected_position (nothing written), and
+        IdempotencyKeyTaken when a key already exists (nothing written)."""
+
+    async def record_without_events(
+        self,
+        *,
+        idempotency: Sequence[IdempotencyRecord] = (),
+        offsets: Sequence[ConsumedOffset] = (),
+        dead_letters: Sequence[DeadLetter] = (),
+    ) -> None:
+        """One transaction with no events (a dead letter and its offset, say)."""
+
+    async def read(self, cluster: str, after: int = 0, limit: int | None = None,
+                   until: int | None = None) -> list[StoredEvent]: ...
+
+    async def last_position(self, cluster: str) -> int: ...
+
+    async def clusters(self) -> list[tuple[str, int]]: ...
+
+    async def get_idempotency(self, key: str) -> IdempotencyRecord | None: ...
+
+    async def verify(self, cluster: str, until: int | None = None) -> VerifyResult: ...
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None: ...
+
+    async def latest_snapshot(self, cluster: str, version: str,
+                              at_or_before: int | None = None) -> Snapshot | None: ...
+
+    async def delete_snapshots(self, cluster: str | None = None) -> None: ...
+
+    async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]: ...
+
+    async def outbox_done(self, ids: Sequence[int]) -> None: ...
+
+    async def stored_offsets(self, group: str, topic: str) -> dict[int, int]: ...
+
+    async def ping(self) -> bool: ...
+
+    async def schema_is_current(self) -> bool: ...
+
+    async def close(self) -> None: ...
