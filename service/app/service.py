@@ -1,42 +1,404 @@
 """The application service: one unit of work shared by HTTP, Kafka and the CLI.
 
-(Being written: signatures are fixed, bodies are filled in by the app-service author.)
+For each command: load the cluster's state (cached in memory, caught up from the
+store), let the decider accept it and run its pass, then append the input, its
+decisions, the idempotency record, outbox rows and consumed offsets in ONE
+transaction with the expected position. A conflict (another writer got there
+first) drops the cached state, reloads and retries, so a stream never forks.
 """
 from __future__ import annotations
 
+import asyncio
+import copy
+import pickle
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
+from service import metrics
 from service.app.commands import Command, Origin, Outcome
+from service.domain import ClusterState, Event, Rejection, accept, evolve, handle, rejection_event
+from service.domain import events as ev
+from service.domain import views
+from service.domain.upcasting import upcast
+from service.store.base import (
+    ConcurrencyConflict, ConsumedOffset, DeadLetter, EventStore, IdempotencyKeyTaken,
+    IdempotencyRecord, NewEvent, Snapshot, StoredEvent,
+)
+
+SNAPSHOT_VERSION = "state-v1"
+MAX_RETRIES = 20
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def problem(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None,
+            type_: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"type": type_ or f"https://gangplank.dev/problems/{title.lower().replace(' ', '-')}",
+                            "title": title, "status": status, "detail": detail}
+    if errors is not None:
+        body["errors"] = errors
+    return body
+
+
+def domain_event(stored: StoredEvent) -> Event:
+    return Event(stored.position, stored.type, upcast(stored.type, stored.schema_version, stored.data))
+
+
+def event_json(stored: StoredEvent) -> dict[str, Any]:
+    return stored.envelope()
+
+
+@dataclass
+class BatchItem:
+    command: Command
+    origin: Origin
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass
+class _Cluster:
+    state: ClusterState
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    since_snapshot: int = 0
 
 
 class Gangplank:
+    def __init__(self, store: EventStore, *, outbox_topic: str | None = None,
+                 snapshot_every: int = 5000) -> None:
+        self.store = store
+        self.outbox_topic = outbox_topic
+        self.snapshot_every = snapshot_every
+        self._clusters: dict[str, _Cluster] = {}
+        self._clusters_lock = asyncio.Lock()
+        self._appended = asyncio.Condition()
+        self.kafka_running: bool | None = None  # None: Kafka not configured
+
+    # -- state ------------------------------------------------------------------------
+    async def _cluster(self, cluster: str) -> _Cluster:
+        entry = self._clusters.get(cluster)
+        if entry is None:
+            async with self._clusters_lock:
+                entry = self._clusters.get(cluster)
+                if entry is None:
+                    entry = _Cluster(await self.rebuild(cluster))
+                    self._clusters[cluster] = entry
+        return entry
+
+    async def rebuild(self, cluster: str, until: int | None = None) -> ClusterState:
+        """State from the latest snapshot (a cache) plus the events after it."""
+        state = ClusterState(cluster)
+        snap = await self.store.latest_snapshot(cluster, SNAPSHOT_VERSION, at_or_before=until)
+        if snap is not None:
+            try:
+                state = pickle.loads(snap.blob)
+            except Exception:  # a stale or damaged cache: rebuild from events
+                state = ClusterState(cluster)
+        await self._catch_up(state, until)
+        return state
+
+    async def _catch_up(self, state: ClusterState, until: int | None = None) -> None:
+        while until is None or state.position < until:
+            batch = await self.store.read(state.cluster, after=state.position, limit=5000, until=until)
+            if not batch:
+                return
+            for stored in batch:
+                evolve(state, domain_event(stored))
+
+    async def _fresh(self, cluster: str) -> _Cluster:
+        """The cached state, caught up with what other writers appended."""
+        entry = await self._cluster(cluster)
+        last = await self.store.last_position(cluster)
+        if last > entry.state.position:
+            async with entry.lock:
+                await self._catch_up(entry.state)
+        return entry
+
+    def _drop(self, cluster: str) -> None:
+        self._clusters.pop(cluster, None)
+
+    # -- commands ---------------------------------------------------------------------
     async def execute(self, command: Command, origin: Origin, *, idempotency_key: str | None = None,
                       fingerprint: str | None = None, dry_run: bool = False) -> Outcome:
-        """Decide and durably record one command; answer like HTTP would.
+        if dry_run:
+            return await self._dry_run(command)
+        item = BatchItem(command, origin, idempotency_key, fingerprint)
+        return (await self.execute_batch(command.cluster, [item], record_rejections=False))[0]
 
-        201 (SubmitWorkload) / 200 (others) with the view and "decisions";
-        404 unknown name (nothing recorded); 409 duplicate name (nothing recorded) or
-        idempotency key reused with a different fingerprint; 422 state rejection
-        (unknown priority class), body = problem details with "errors".
-        A retry with the same key and fingerprint returns the stored Outcome (replayed=True).
-        dry_run: the would-be view, nothing recorded (status 200)."""
-        raise NotImplementedError
+    async def execute_batch(self, cluster: str, items: Sequence[BatchItem], *,
+                            offsets: Sequence[ConsumedOffset] = (),
+                            record_rejections: bool = True) -> list[Outcome]:
+        """Decide several commands for one cluster and commit them in one transaction.
 
-    # -- reads (views shaped as shared/spec/http.md says) --------------------------------
-    async def list_nodes(self, cluster: str) -> list[dict[str, Any]]: raise NotImplementedError
-    async def get_node(self, cluster: str, name: str) -> dict[str, Any] | None: raise NotImplementedError
+        record_rejections: state rejections become CommandRejected events (Kafka);
+        otherwise they are answered and nothing is recorded (HTTP).
+        """
+        for attempt in range(MAX_RETRIES):
+            try:
+                return await self._execute_once(cluster, items, offsets, record_rejections)
+            except ConcurrencyConflict:
+                self._drop(cluster)
+                await asyncio.sleep(min(0.001 * (2 ** attempt), 0.2))
+            except IdempotencyKeyTaken:
+                self._drop(cluster)  # a concurrent duplicate: answer from the stored record
+        raise RuntimeError(f"cluster {cluster}: too many concurrent writers")
+
+    async def _execute_once(self, cluster: str, items: Sequence[BatchItem],
+                            offsets: Sequence[ConsumedOffset], record_rejections: bool) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(items)
+        seen_keys: dict[str, int] = {}
+        for i, item in enumerate(items):
+            if item.idempotency_key is None:
+                continue
+            prior = await self.store.get_idempotency(item.idempotency_key)
+            if prior is not None:
+                outcomes[i] = self._replay(prior, item.fingerprint)
+        entry = await self._cluster(cluster)
+        async with entry.lock:
+            last = await self.store.last_position(cluster)
+            if last != entry.state.position:
+                await self._catch_up(entry.state)
+                if entry.state.position != last:
+                    self._drop(cluster)
+                    raise ConcurrencyConflict(cluster, entry.state.position, last)
+            state = entry.state
+            expected = state.position
+            new_events: list[NewEvent] = []
+            records: list[IdempotencyRecord] = []
+            pending_bodies: list[tuple[int, list[Event], Any]] = []
+            started = time.perf_counter()
+            try:
+                for i, item in enumerate(items):
+                    if outcomes[i] is not None:
+                        continue
+                    key = item.idempotency_key
+                    if key is not None and key in seen_keys:
+                        outcomes[i] = ("dup", seen_keys[key])  # type: ignore[assignment]
+                        continue
+                    cmd = item.command
+                    accepted = accept(state, cmd.type, cmd.name, cmd.namespace, cmd.body)
+                    if isinstance(accepted, Rejection):
+                        outcomes[i] = Outcome(accepted.status, self._rejection_problem(accepted))
+                        if not record_rejections:
+                            continue
+                        etype, data = rejection_event(cmd.type, cmd.name, cmd.namespace, accepted)
+                    else:
+                        etype, data = accepted
+                    received = item.origin.received_at or now_rfc3339()
+                    meta = {"commandId": item.origin.command_id or key, "source": item.origin.source,
+                            "actor": item.origin.actor, "causationPosition": None, "receivedAt": received}
+                    inp = Event(state.position + 1, etype, data)
+                    decided = time.perf_counter()
+                    decisions = handle(state, inp)
+                    metrics.DECISION_LATENCY.observe(time.perf_counter() - decided)
+                    new_events.append(NewEvent(etype, data, meta, ev.SCHEMA_VERSIONS[etype]))
+                    for d in decisions:
+                        new_events.append(NewEvent(d.type, d.data, {**meta, "causationPosition": inp.position},
+                                                   ev.SCHEMA_VERSIONS[d.type]))
+                        metrics.DECISIONS.labels(type=d.type).inc()
+                    if outcomes[i] is None:
+                        outcomes[i] = self._answer(state, cmd, inp, decisions)
+                    pending_bodies.append((i, [inp, *decisions], None))
+                    if key is not None:
+                        seen_keys[key] = i
+                        out = outcomes[i]
+                        assert isinstance(out, Outcome)
+                        records.append(IdempotencyRecord(key, item.fingerprint or "", out.status, out.body,
+                                                         cluster, inp.position))
+                if new_events or records or offsets:
+                    stored = await self.store.append(cluster, expected, new_events, idempotency=records,
+                                                     offsets=offsets, outbox_topic=self.outbox_topic) \
+                        if new_events else []
+                    if not new_events and (records or offsets):
+                        await self.store.record_without_events(idempotency=records, offsets=offsets)
+                    metrics.EVENTS_APPENDED.inc(len(stored))
+            except BaseException:
+                self._drop(cluster)  # the cached state holds uncommitted decisions
+                raise
+            metrics.QUEUE_LENGTH.labels(cluster=cluster).set(len(state.queue))
+            entry.since_snapshot += len(new_events)
+            if entry.since_snapshot >= self.snapshot_every:
+                entry.since_snapshot = 0
+                await self.snapshot(cluster, state)
+        if new_events:
+            async with self._appended:
+                self._appended.notify_all()
+        del started
+        result: list[Outcome] = []
+        for i, out in enumerate(outcomes):
+            if isinstance(out, tuple):  # the same key twice in one batch: the first answer
+                first = result[out[1]]
+                out = Outcome(first.status, first.body, [], replayed=True)
+            assert out is not None
+            result.append(out)
+        for i, _, _ in pending_bodies:
+            result[i].positions = [p for p in result[i].positions]
+        return result
+
+    def _replay(self, prior: IdempotencyRecord, fingerprint: str | None) -> Outcome:
+        if prior.fingerprint != (fingerprint or ""):
+            return Outcome(409, problem(409, "Idempotency key reused",
+                                        "this Idempotency-Key was used for a different request"))
+        return Outcome(prior.status, prior.body, [], replayed=True)
+
+    @staticmethod
+    def _rejection_problem(r: Rejection) -> dict[str, Any]:
+        titles = {404: "Not Found", 409: "Conflict", 422: "Unprocessable Content"}
+        errors = [{"loc": list(r.loc), "msg": r.detail}] if r.loc else None
+        return problem(r.status, titles.get(r.status, r.reason), r.detail, errors)
+
+    def _answer(self, state: ClusterState, cmd: Command, inp: Event, decisions: list[Event]) -> Outcome:
+        body = self._view_for(state, cmd, inp, decisions)
+        body["decisions"] = [{"position": d.position, "type": d.type, "data": d.data} for d in decisions]
+        status = 201 if cmd.type == "SubmitWorkload" else 200
+        return Outcome(status, body, [inp.position] + [d.position for d in decisions])
+
+    @staticmethod
+    def _view_for(state: ClusterState, cmd: Command, inp: Event, decisions: list[Event]) -> dict[str, Any]:
+        kind = cmd.type
+        if kind in ("SubmitWorkload", "DeleteWorkload"):
+            wl = state.workloads[(cmd.namespace or "", cmd.name)]
+            return views.workload_view(state, wl)
+        if kind == "UpsertNode":
+            return views.node_view(state, cmd.name) or {}
+        if kind == "RemoveNode":
+            released = [{**p, "node": cmd.name} for d in decisions if d.type == ev.PODS_LOST
+                        for p in ({"namespace": d.data["namespace"], "workload": d.data["workload"],
+                                   "podGroup": d.data["podGroup"], "pod": x["pod"]} for x in d.data["pods"])]
+            return {"name": cmd.name, "released": released}
+        kind_map = {"UpsertDeviceClass": "deviceclasses", "RemoveDeviceClass": "deviceclasses",
+                    "UpsertResourceSlice": "resourceslices", "RemoveResourceSlice": "resourceslices",
+                    "UpsertPriorityClass": "priorityclasses"}
+        coll = kind_map[kind]
+        found = [o for o in views.object_views(state, coll) if o["name"] == cmd.name]
+        return found[0] if found else {"name": cmd.name, "removed": True}
+
+    async def _dry_run(self, command: Command) -> Outcome:
+        entry = await self._fresh(command.cluster)
+        async with entry.lock:
+            state = copy.deepcopy(entry.state)
+        accepted = accept(state, command.type, command.name, command.namespace, command.body)
+        if isinstance(accepted, Rejection):
+            return Outcome(accepted.status, self._rejection_problem(accepted))
+        etype, data = accepted
+        inp = Event(state.position + 1, etype, data)
+        decisions = handle(state, inp)
+        out = self._answer(state, command, inp, decisions)
+        out.status, out.positions = 200, []
+        out.body["dryRun"] = True
+        return out
+
+    async def dead_letter(self, letter: DeadLetter, offset: ConsumedOffset) -> None:
+        """A malformed message: its dead letter and the moved offset, in one transaction."""
+        await self.store.record_without_events(dead_letters=[letter], offsets=[offset])
+
+    async def snapshot(self, cluster: str, state: ClusterState | None = None) -> None:
+        if state is None:
+            state = (await self._fresh(cluster)).state
+        blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        await self.store.save_snapshot(Snapshot(cluster, state.position, SNAPSHOT_VERSION, blob))
+
+    # -- reads ------------------------------------------------------------------------
+    async def list_nodes(self, cluster: str) -> list[dict[str, Any]]:
+        return views.node_views((await self._fresh(cluster)).state)
+
+    async def get_node(self, cluster: str, name: str) -> dict[str, Any] | None:
+        return views.node_view((await self._fresh(cluster)).state, name)
+
     async def list_objects(self, cluster: str, kind: str) -> list[dict[str, Any]]:
-        """kind: "deviceclasses" | "resourceslices" | "priorityclasses"."""
-        raise NotImplementedError
-    async def get_object(self, cluster: str, kind: str, name: str) -> dict[str, Any] | None: raise NotImplementedError
-    async def get_workload(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None: raise NotImplementedError
+        return views.object_views((await self._fresh(cluster)).state, kind)
+
+    async def get_object(self, cluster: str, kind: str, name: str) -> dict[str, Any] | None:
+        for obj in await self.list_objects(cluster, kind):
+            if obj["name"] == name:
+                return obj
+        return None
+
+    async def get_workload(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+        state = (await self._fresh(cluster)).state
+        wl = state.workloads.get((namespace, name))
+        return views.workload_view(state, wl) if wl is not None else None
+
     async def list_workloads(self, cluster: str, *, namespace: str | None, phase: str | None,
                              limit: int, after: int) -> dict[str, Any]:
-        """{"items": [views in submission order with position > after], "next": last position or null}."""
-        raise NotImplementedError
-    async def events(self, cluster: str, *, after: int, limit: int, wait: float) -> dict[str, Any]: raise NotImplementedError
-    async def history(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None: raise NotImplementedError
-    async def state_at(self, cluster: str, at: int | None) -> dict[str, Any]: raise NotImplementedError
-    async def verify(self, cluster: str) -> dict[str, Any]: raise NotImplementedError
-    async def clusters(self) -> list[dict[str, Any]]: raise NotImplementedError
-    async def readiness(self) -> tuple[bool, dict[str, Any]]: raise NotImplementedError
+        state = (await self._fresh(cluster)).state
+        items: list[dict[str, Any]] = []
+        more = False
+        for pos in sorted(p for p in state.by_position if p > after):
+            wl = state.by_position[pos]
+            if namespace is not None and wl.spec.namespace != namespace:
+                continue
+            if phase is not None and views.workload_phase(wl) != phase:
+                continue
+            if len(items) == limit:
+                more = True
+                break
+            items.append(views.workload_view(state, wl))
+        return {"items": items, "next": items[-1]["position"] if more and items else None}
+
+    async def events(self, cluster: str, *, after: int, limit: int, wait: float) -> dict[str, Any]:
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            batch = await self.store.read(cluster, after=after, limit=limit)
+            if batch or time.monotonic() >= deadline:
+                last = await self.store.last_position(cluster)
+                return {"events": [event_json(e) for e in batch], "lastPosition": last}
+            async with self._appended:
+                try:
+                    await asyncio.wait_for(self._appended.wait(),
+                                           timeout=min(0.25, max(0.0, deadline - time.monotonic())))
+                except asyncio.TimeoutError:
+                    pass
+
+    async def history(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+        state = (await self._fresh(cluster)).state
+        wl = state.workloads.get((namespace, name))
+        if wl is None:
+            return None
+        out = []
+        for pos in wl.events:
+            found = await self.store.read(cluster, after=pos - 1, limit=1)
+            if found:
+                out.append(event_json(found[0]))
+        return {"events": out}
+
+    async def state_at(self, cluster: str, at: int | None) -> dict[str, Any]:
+        entry = await self._fresh(cluster)
+        if at is None or at >= entry.state.position:
+            state = entry.state
+            async with entry.lock:
+                return self._state_view(state, state.position)
+        state = await self.rebuild(cluster, until=at)
+        return self._state_view(state, at)
+
+    @staticmethod
+    def _state_view(state: ClusterState, at: int) -> dict[str, Any]:
+        return {"position": at, "nodes": views.node_views(state),
+                "workloads": [views.workload_view(state, wl)
+                              for wl in sorted(state.workloads.values(), key=lambda w: w.position)]}
+
+    async def verify(self, cluster: str) -> dict[str, Any]:
+        result = await self.store.verify(cluster)
+        out: dict[str, Any] = {"ok": result.ok, "events": result.events, "head": result.head}
+        if not result.ok:
+            out["firstBadPosition"] = result.first_bad_position
+        return out
+
+    async def clusters(self) -> list[dict[str, Any]]:
+        return [{"name": name, "lastPosition": last} for name, last in await self.store.clusters()]
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        checks: dict[str, Any] = {}
+        try:
+            checks["database"] = await self.store.ping()
+            checks["schema"] = await self.store.schema_is_current()
+        except Exception as exc:  # readiness reports, never raises
+            checks["database"] = False
+            checks["error"] = str(exc)
+        if self.kafka_running is not None:
+            checks["kafka"] = self.kafka_running
+        return all(v for k, v in checks.items() if k != "error"), checks
