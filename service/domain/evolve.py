@@ -60,6 +60,8 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
         wl.groups.append(g)
     state.workloads[wl.key] = wl
     state.by_position[wl.position] = wl
+    for shape in range(len(spec.shapes)):
+        state.shape_vector(wl, shape)  # adds resource columns now, not mid-decision
     for g in wl.groups:
         state.sync_queue(g)
     wl.events.append(e.position)

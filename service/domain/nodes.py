@@ -148,8 +148,10 @@ class NodeTable:
         return cached
 
     def request_vector(self, requests: Iterable[tuple[str, int]]) -> np.ndarray:
+        requests = list(requests)
+        cols = [self.column(resource) for resource, _ in requests]  # may add columns
         vec = np.zeros(len(self.resource_names), dtype=np.int64)
         vec[0] = 1  # every pod uses one `pods` where the node declares it
-        for resource, amount in requests:
-            vec[self.column(resource)] = amount
+        for col, (_, amount) in zip(cols, requests):
+            vec[col] = amount
         return vec

@@ -1,0 +1,138 @@
+"""Workload-aware preemption (model.md *Preemption*); capacity counted in pods."""
+from service.domain import events as ev
+from tests.domain.sim import Sim, basic, gang, pods
+
+
+def pod_nodes(sim: Sim, *names: str) -> Sim:
+    for n in names:
+        sim.node(n, pods=1) if False else None
+    return sim
+
+
+def cluster(*sizes: int) -> Sim:
+    s = Sim()
+    for i, size in enumerate(sizes):
+        s.node(f"n{i + 1}", pods=size)
+    return s
+
+
+def preempted(sim: Sim) -> list[dict]:
+    return [e.data for e in sim.last if e.type == ev.POD_GROUP_PREEMPTED]
+
+
+def test_plain_pod_goes_before_a_gang_member():
+    s = cluster(2)
+    s.submit("plain", basic("b", pods(1)), priority=1)
+    s.submit("lowgang", gang("g", 1, pods(1)), priority=1)
+    s.submit("high", basic("b", pods(1)), priority=10)
+    victims = preempted(s)
+    assert [(v["workload"], [p["pod"] for p in v["pods"]]) for v in victims] == [("plain", ["p-0"])]
+    assert s.placements("high") == {"p-0": "n1"}
+    assert s.placements("lowgang") == {"p-0": "n1"}
+
+
+def test_all_mode_group_spread_over_two_nodes_goes_whole():
+    s = cluster(1, 1)
+    s.submit("low", basic("b", pods(2), disruptionMode="All"), priority=1)
+    assert set(s.placements("low").values()) == {"n1", "n2"}
+    s.submit("high", basic("b", pods(1)), priority=10)
+    victims = preempted(s)
+    assert len(victims) == 1 and victims[0]["wholeGroup"] is True
+    assert len(victims[0]["pods"]) == 2
+    # the victim is pending again, but keeps trying: one node is still free
+    assert s.group("low")["placedPods"] in (0, 1)
+
+
+def test_mid_pod_kept_while_low_all_group_goes():
+    s = cluster(1, 1, 1)
+    s.submit("mid", basic("b", pods(1)), priority=5)
+    s.submit("low", basic("b", pods(2), disruptionMode="All"), priority=1)
+    s.submit("high", basic("b", pods(2)), priority=10)
+    # high pod 0 fits nowhere: candidates are the low All-group (whole) and the mid pod
+    victims = preempted(s)
+    assert [v["workload"] for v in victims] == ["low"]
+    assert s.group("mid")["placedPods"] == 1
+
+
+def test_three_pod_preemptor_min_one_evicts_exactly_the_two_low_pods():
+    s = cluster(1, 1, 1, 1)
+    s.submit("low1", basic("b", pods(1)), priority=1)
+    s.submit("low2", basic("b", pods(1)), priority=1)
+    s.submit("hi1", basic("b", pods(1)), priority=100)
+    s.submit("hi2", basic("b", pods(1)), priority=100)
+    s.submit("pre", gang("g", 1, pods(3)), priority=50)
+    victims = preempted(s)
+    assert sorted(v["workload"] for v in victims) == ["low1", "low2"]
+    assert s.group("pre")["placedPods"] == 2
+    assert s.group("hi1")["placedPods"] == 1 and s.group("hi2")["placedPods"] == 1
+
+
+def test_low_gang_gives_up_surplus_and_keeps_running():
+    s = cluster(4)
+    s.submit("low", gang("g", 2, pods(4)), priority=1)
+    s.submit("high", gang("g", 2, pods(2)), priority=10)
+    victims = preempted(s)
+    assert len(victims) == 1 and len(victims[0]["pods"]) == 2 and victims[0]["wholeGroup"] is False
+    assert s.group("low")["placedPods"] == 2 and s.group("low")["phase"] == "Scheduled"
+    assert s.group("high")["placedPods"] == 2
+
+
+def test_of_two_low_gangs_without_surplus_exactly_one_goes():
+    s = cluster(2, 2)
+    s.submit("low-a", gang("g", 2, pods(2)), priority=1)
+    s.submit("low-b", gang("g", 2, pods(2)), priority=1)
+    s.submit("high", gang("g", 2, pods(2)), priority=10)
+    victims = preempted(s)
+    assert len(victims) == 1 and victims[0]["wholeGroup"] is True
+    running = [w for w in ("low-a", "low-b") if s.group(w)["placedPods"] == 2]
+    assert len(running) == 1
+
+
+def test_equal_priority_never_touched():
+    s = cluster(1)
+    s.submit("a", basic("b", pods(1)), priority=5)
+    s.submit("b", basic("b", pods(1)), priority=5)
+    assert preempted(s) == []
+    expl = s.group("b")["explanation"]
+    assert expl["preemption"] == "NoLowerPriorityVictims"
+
+
+def test_preemptor_that_cannot_fit_evicts_nothing():
+    s = cluster(1, 1)
+    s.submit("low", basic("b", pods(2)), priority=1)
+    s.submit("big", gang("g", 3, pods(3)), priority=10)
+    assert preempted(s) == []
+    assert s.group("low")["placedPods"] == 2
+    assert s.group("big")["explanation"]["preemption"] == "PreemptionWouldNotHelp"
+
+
+def test_lower_priority_goes_first():
+    s = cluster(1, 1)
+    s.submit("p10", basic("b", pods(1)), priority=10)
+    s.submit("p5", basic("b", pods(1)), priority=5)
+    s.submit("high", basic("b", pods(1)), priority=100)
+    victims = preempted(s)
+    assert [v["workload"] for v in victims] == ["p5"]
+
+
+def test_never_policy_does_not_preempt():
+    s = cluster(1)
+    s.submit("low", basic("b", pods(1)), priority=1)
+    s.submit("high", basic("b", pods(1)), priority=10, preemptionPolicy="Never")
+    assert preempted(s) == []
+    assert s.group("high")["explanation"]["preemption"] == "PreemptionNotAllowed"
+
+
+def test_victims_get_disruption_target_and_requeue_in_place():
+    s = cluster(1, 1)
+    s.submit("low", gang("g", 2, pods(2)), priority=1)
+    s.submit("high", basic("b", pods(1)), priority=10)
+    g = s.group("low")
+    assert g["phase"] == "Pending" and g["placedPods"] == 0
+    cond = [c for c in g["conditions"] if c["type"] == "DisruptionTarget"]
+    assert cond and "preempted by default/high (priority 10)" in cond[0]["message"]
+    sched = [e.data for e in s.last if e.type == ev.POD_GROUP_SCHEDULED and e.data["workload"] == "high"]
+    assert sched[0]["preemption"]["victims"][0]["workload"] == "low"
+    s.delete("high")
+    assert s.group("low")["placedPods"] == 2
+    s.assert_replay_equal()
