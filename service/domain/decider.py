@@ -116,7 +116,7 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
     if lost_node is not None:
         _node_lost(state, lost_node, input_event.data["name"], emit)
     for loss in dra.losses(state, input_event):
-        _pods_lost(state, loss.group, loss.pods, None, "DevicesRemoved", emit)
+        _pods_lost(state, loss.group, loss.pods, None, "DevicesRemoved", emit, loss.claims)
     if input_event.type == ev.WORKLOAD_SUBMITTED:
         wl = state.workloads[(input_event.data["namespace"], input_event.data["name"])]
         _pass(state, emit, only=[g for g in wl.groups if g.pending])
@@ -140,7 +140,7 @@ def _node_lost(state: ClusterState, row: int, name: str, emit: Emit) -> None:
 
 
 def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None, reason: str,
-               emit: Emit) -> None:
+               emit: Emit, lost_claims: list[dict[str, Any]] | None = None) -> None:
     remaining = g.placed - len(pods)
     whole = g.spec.disruption_all or (g.spec.gang and remaining < g.spec.min_count)
     if whole:
@@ -149,7 +149,7 @@ def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None,
     emit(ev.PODS_LOST, {**g.ref, "node": node, "reason": reason,
                         "pods": [{"pod": g.spec.pod_names[p], "node": names[g.node_of[p]]} for p in pods],
                         "wholeGroup": bool(whole or len(pods) == g.placed),
-                        "claimsReleased": dra.claims_released(state, g, pods)})
+                        "claimsReleased": [*(lost_claims or ()), *dra.claims_released(state, g, pods)]})
 
 
 def _pass(state: ClusterState, emit: Emit, only: list[Group] | None) -> None:

@@ -138,19 +138,20 @@ def _unschedulable(state: ClusterState, e: ev.Event) -> None:
     g.workload.events.append(e.position)
 
 
-def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]]) -> None:
+def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]],
+             claims: list[dict[str, Any]] | None) -> None:
     for p in pods:
         pod = g.pod_index(p["pod"])
         if g.node_of[pod] >= 0:
             state.release_pod(g, pod)
-    dra.group_pods_released(state, g, [g.pod_index(p["pod"]) for p in pods])
+    dra.group_pods_released(state, g, [g.pod_index(p["pod"]) for p in pods], claims)
     g.needs_explanation = True
     state.sync_queue(g)
 
 
 def _preempted(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
-    _release(state, g, e.data["pods"])
+    _release(state, g, e.data["pods"], e.data.get("claimsReleased"))
     pre = e.data["preemptor"]
     g.conditions["DisruptionTarget"] = {
         "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
@@ -164,7 +165,7 @@ def _preempted(state: ClusterState, e: ev.Event) -> None:
 
 def _lost(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
-    _release(state, g, e.data["pods"])
+    _release(state, g, e.data["pods"], e.data.get("claimsReleased"))
     g.workload.events.append(e.position)
 
 

@@ -152,9 +152,12 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
             mask = mask & allowed
         rows = np.flatnonzero(mask)
         rows = rows[_fits(state, rows, vec)] if len(rows) else rows
+        needs_devices = dra.pod_needs_devices(g, pods[i])
+        shared_seen = trial.ledger.shared_made
+        if needs_devices and len(rows):
+            rows = rows[trial.ledger.viable(g, pods[i], rows)]  # enough free devices, shared claims in reach
         cols = _requested_cols(state, g, shape)
         scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
-        needs_devices = dra.pod_needs_devices(g, pods[i])
         last = -1
         for j in range(i, run_end):
             pod = pods[j]
@@ -175,6 +178,9 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
                         continue
                     if needs_devices and not trial.ledger.try_pod(g, pod, cand):
                         keep = rows != cand
+                        if trial.ledger.shared_made != shared_seen:  # a shared claim now pins the reach
+                            keep &= trial.ledger.viable(g, pod, rows)
+                            shared_seen = trial.ledger.shared_made
                         rows, scores = rows[keep], scores[keep]
                         continue
                     chosen = cand
@@ -226,7 +232,7 @@ def explain_pod(state: ClusterState, g: Group, pod: int, allowed: np.ndarray | N
         fit_all &= ok
     device_short = int(np.count_nonzero(fit_all)) if dra.pod_needs_devices(g, pod) else 0
     add(DEVICES, device_short)
-    detail = dra.explain_pod(state, g, pod, trial.ledger) if device_short else None
+    detail = dra.explain_pod(state, g, pod, trial.ledger, rows[fit_all]) if device_short else None
     return {"nodes": int(len(live)), "counts": counts, "devices": detail}
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from service.domain import devices as dra
 from service.domain import placement as pl
 from service.domain.state import ClusterState, Group
 
@@ -60,10 +61,12 @@ def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
 
 
 class _Removal:
-    """Units' usage taken off the node table in removal order, prefix by prefix."""
+    """Units' usage taken off the node table in removal order, prefix by prefix
+    (and, with `devices`, the device claims they would free)."""
 
-    def __init__(self, state: ClusterState, units: list[Unit]) -> None:
+    def __init__(self, state: ClusterState, units: list[Unit], devices: bool = False) -> None:
         self.state = state
+        self.release = dra.Release(state, [(u.group, u.pods) for u in units]) if devices else None
         rows: list[int] = []
         vecs: list[np.ndarray] = []
         self.ends: list[int] = []
@@ -86,6 +89,8 @@ class _Removal:
         elif target < self.applied:
             np.add.at(used, self.rows[target:self.applied], self.vecs[target:self.applied])
         self.applied = target
+        if self.release is not None:
+            self.release.set_prefix(units)
 
 
 def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | str:
@@ -96,7 +101,8 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | st
         return NO_VICTIMS
     # least important first
     units.sort(key=lambda u: u.importance, reverse=True)
-    removal = _Removal(state, units)
+    devices = dra.group_needs_devices(g) and dra.any_allocated(state)
+    removal = _Removal(state, units, devices)
     try:
         removal.set_prefix(len(units))
         everything = pl.attempt(state, g, pods, need, explain=False)
@@ -107,11 +113,12 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | st
         if g.spec.topology_key is not None and everything.domain is not None:
             ids, values = state.nodes.domains(g.spec.topology_key)
             restrict = ids[: state.nodes.count] == values.index(everything.domain)
-            inside = [u for u in units if any(restrict[u.group.node_of[p]] for p in u.pods)]
+            inside = [u for u in units if any(restrict[u.group.node_of[p]] for p in u.pods)
+                      or (devices and dra.unit_holds_shared(state, u.group, u.pods))]
             if len(inside) != len(units):
                 removal.set_prefix(0)
                 units = inside
-                removal = _Removal(state, units)
+                removal = _Removal(state, units, devices)
         # smallest prefix of units whose removal lets the routine place k pods
         lo, hi = 1, len(units)
         while lo < hi:
@@ -145,6 +152,7 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods
     pre_nodes = {node for _, node in chosen.placements}
     cols = np.flatnonzero(np.any(np.vstack(
         [state.shape_vector(g.workload, g.spec.pod_shapes[p]) for p in pods]), axis=0))
+    held = dra.held_devices(chosen.claims) if chosen.claims else None
     victims: list[Unit] = []
     kept: list[Unit] = []
     for unit in sorted(removed, key=lambda u: u.importance):
@@ -155,6 +163,8 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods
             nodes.used[r] += v
         touched = pre_nodes.intersection(rows)
         fits = all(np.all(nodes.used[r, cols] <= nodes.alloc[r, cols]) for r in touched)
+        if fits and held and dra.unit_conflicts(state, held, ug, unit.pods):
+            fits = False  # putting it back would take back devices the preemptor was given
         if fits:
             kept.append(unit)
         else:

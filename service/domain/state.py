@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from sortedcontainers import SortedDict
 
+from service.domain.devices import DeviceState
 from service.domain.model import GroupSpec, PriorityClass, WorkloadSpec
 from service.domain.nodes import NodeTable
 
@@ -89,6 +90,7 @@ class ClusterState:
         self.priority_classes: dict[str, PriorityClass] = {}
         self.device_classes: dict[str, dict[str, Any]] = {}
         self.resource_slices: dict[str, dict[str, Any]] = {}
+        self.dra = DeviceState()  # devices, claims and their indexes (devices.py)
         self.workloads: dict[tuple[str, str], Workload] = {}
         self.by_position: dict[int, Workload] = {}
         self.queue: SortedDict = SortedDict()  # QueueKey -> Group, every pending group
