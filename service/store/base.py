@@ -34,6 +34,13 @@ class IdempotencyKeyTaken(Exception):
     """An idempotency key was stored concurrently by another writer."""
 
 
+class StoreUnavailable(Exception):
+    """The database cannot be reached right now (down, restarting, connection lost, or
+    SQLite locked past its busy timeout). Transient: retry with backoff. Whether a failed
+    append was committed is unknown when the connection broke mid-statement; retrying with
+    the same expected position is safe (it either appends or raises ConcurrencyConflict)."""
+
+
 @dataclass(frozen=True)
 class NewEvent:
     type: str

@@ -1,0 +1,83 @@
+"""Schema migrations: Alembic, run programmatically (what `gangplank migrate` calls).
+
+    await upgrade(url)            # bring the schema to head (idempotent)
+    upgrade_sync(url)             # same, for code without a running event loop
+    await schema_is_current(url)  # is the database at the script head?
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from .sql import make_engine, normalize_url
+
+#: the repository's migrations/ folder; GANGPLANK_MIGRATIONS_DIR overrides it.
+MIGRATIONS_DIR = Path(os.environ.get("GANGPLANK_MIGRATIONS_DIR")
+                      or Path(__file__).resolve().parents[2] / "migrations")
+
+# Serialises concurrent `upgrade()` calls from several replicas on PostgreSQL.
+_PG_MIGRATION_LOCK = 0x6770_6D69_6772  # "gpmigr"
+
+
+def alembic_config() -> Config:
+    ini = MIGRATIONS_DIR / "alembic.ini"
+    cfg = Config(str(ini)) if ini.exists() else Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return cfg
+
+
+def head_revisions() -> set[str]:
+    return set(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+def _current_revisions(connection: Connection) -> set[str]:
+    return set(MigrationContext.configure(connection).get_current_heads())
+
+
+async def current_revisions(conn: AsyncConnection) -> set[str]:
+    """The revisions recorded in the database (empty when never migrated)."""
+    return await conn.run_sync(_current_revisions)
+
+
+async def is_current(conn: AsyncConnection) -> bool:
+    return await current_revisions(conn) == head_revisions()
+
+
+def _run_upgrade(connection: Connection, cfg: Config, revision: str) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, revision)
+
+
+async def upgrade(url: str, revision: str = "head") -> None:
+    """Apply pending migrations (all of them by default) in one transaction."""
+    engine = make_engine(normalize_url(url))
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_run_upgrade, alembic_config(), revision)
+    finally:
+        await engine.dispose()
+
+
+def upgrade_sync(url: str, revision: str = "head") -> None:
+    """upgrade() for callers without a running event loop (e.g. a CLI command)."""
+    asyncio.run(upgrade(url, revision))
+
+
+async def schema_is_current(url: str) -> bool:
+    engine = make_engine(normalize_url(url))
+    try:
+        async with engine.connect() as conn:
+            return await is_current(conn)
+    finally:
+        await engine.dispose()

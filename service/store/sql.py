@@ -1,0 +1,755 @@
+"""The SQL event store: one implementation for PostgreSQL (asyncpg) and SQLite (aiosqlite).
+
+Concurrency model
+-----------------
+The cluster's row in `clusters` (last_position, head_hash) is each append's lock and sequence.
+
+- PostgreSQL: an append with events is ONE statement in autocommit (one round trip): a
+  data-modifying CTE whose guard is
+      UPDATE clusters SET last_position = new, head_hash = new_head
+       WHERE name = :c AND last_position = :expected AND head_hash = :prev
+  (for expected 0: INSERT INTO clusters ... ON CONFLICT DO NOTHING), and whose inserts
+  (events, idempotency, outbox, consumer offsets) only happen when the guard matched a row.
+  The guard's row lock serialises appends to one cluster, so positions commit in order and
+  readers never see a gap; a loser matches no row and writes nothing. The previous head hash
+  comes from a small per-store cache of (cluster, position) -> hash (facts that never change),
+  else from one SELECT on `clusters`; the guard re-checks it, so the cache is never trusted.
+  Appends without events use a transaction with SELECT ... FOR UPDATE on the cluster row.
+- SQLite: writes run in `BEGIN IMMEDIATE` transactions (one writer per database file, other
+  writers wait up to the busy timeout, also across processes) and, inside one store, behind
+  an asyncio lock so that the store's own writers queue without polling. Readers are not
+  blocked (WAL).
+
+A position mismatch raises ConcurrencyConflict and an existing idempotency key raises
+IdempotencyKeyTaken; in both cases nothing at all is written.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import gc
+import hashlib
+import json
+import re
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
+
+import asyncpg
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util import greenlet_spawn
+
+from .base import (
+    GENESIS_HASH,
+    ConcurrencyConflict,
+    ConsumedOffset,
+    DeadLetter,
+    IdempotencyKeyTaken,
+    IdempotencyRecord,
+    NewEvent,
+    OutboxItem,
+    Snapshot,
+    StoreUnavailable,
+    StoredEvent,
+    VerifyResult,
+    canonical_json,
+)
+from .schema import clusters as t_clusters
+from .schema import consumer_offsets as t_offsets
+from .schema import events as t_events
+from .schema import idempotency as t_idem
+from .schema import outbox as t_outbox
+from .schema import snapshots as t_snapshots
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+VERIFY_CHUNK = 5_000
+_IN_CHUNK = 1_000  # ids per DELETE ... WHERE id IN (...)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def normalize_url(url: str) -> str:
+    """Accept driver-less URLs too: postgresql:// -> postgresql+asyncpg://, sqlite:// -> sqlite+aiosqlite://."""
+    for prefix, replacement in (("postgresql://", "postgresql+asyncpg://"),
+                                ("postgres://", "postgresql+asyncpg://"),
+                                ("sqlite://", "sqlite+aiosqlite://")):
+        if url.startswith(prefix):
+            return replacement + url[len(prefix):]
+    return url
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC with microseconds and "Z", e.g. 2026-11-30T10:00:00.001234Z."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def hash_input(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
+               metadata_json: str, recorded_at: str) -> str:
+    """canonical_json() of the envelope without hash/prevHash, built from the already canonical
+    data/metadata texts (keys in sorted order: cluster, data, metadata, position, recordedAt,
+    schemaVersion, type). Equal to canonical_json(envelope) by construction; tested."""
+    return (f'{{"cluster":{canonical_json(cluster)},"data":{data_json},"metadata":{metadata_json},'
+            f'"position":{int(position)},"recordedAt":{canonical_json(recorded_at)},'
+            f'"schemaVersion":{int(schema_version)},"type":{canonical_json(type_)}}}')
+
+
+def _sha256_hex(prev_hash: str, text: str) -> str:
+    return hashlib.sha256((prev_hash + text).encode("utf-8")).hexdigest()
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes]]) -> str:
+    return json.dumps([[name, base64.b64encode(value).decode("ascii")] for name, value in headers])
+
+
+def _decode_headers(text: str) -> list[tuple[str, bytes]]:
+    return [(name, base64.b64decode(value)) for name, value in json.loads(text)]
+
+
+def make_engine(url: str) -> AsyncEngine:
+    """An async engine set up for the store: SQLite gets WAL, a busy timeout, FULL sync, and
+    explicit BEGIN handling (BEGIN IMMEDIATE for connections with execution option
+    `gp_write=True`)."""
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection, _record):  # noqa: ANN001
+            # Take BEGIN away from the sqlite3 module; the "begin" hook below emits it.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn):  # noqa: ANN001
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("gp_write") else "BEGIN")
+
+        return engine
+    if url.startswith("postgresql"):
+        return create_async_engine(url, pool_size=10, max_overflow=20,
+                                   connect_args={"server_settings": {"application_name": "gangplank"}})
+    raise ValueError(f"unsupported database URL {url!r}: use postgresql+asyncpg:// or sqlite+aiosqlite://")
+
+
+def _stored(row: Any) -> StoredEvent:
+    return StoredEvent(cluster=row[0], position=row[1], type=row[2], schema_version=row[3],
+                       data=json.loads(row[4]), metadata=json.loads(row[5]), recorded_at=row[6],
+                       prev_hash=row[7], hash=row[8])
+
+
+_EVENT_COLS = (t_events.c.cluster, t_events.c.position, t_events.c.type, t_events.c.schema_version,
+               t_events.c.data, t_events.c.metadata, t_events.c.recorded_at, t_events.c.prev_hash,
+               t_events.c.hash)
+
+
+_PG_GUARD_UPDATE = """
+    UPDATE clusters SET last_position = :new_last, head_hash = :new_head
+     WHERE name = :cluster AND last_position = :expected AND head_hash = :prev_head
+    RETURNING name"""
+_PG_GUARD_CREATE = """
+    INSERT INTO clusters (name, last_position, head_hash) VALUES (:cluster, :new_last, :new_head)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING name"""
+_PG_APPEND = """
+WITH guard AS ({guard}),
+ev AS (
+    INSERT INTO events (cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash)
+    SELECT :cluster, u.position, u.type, u.schema_version, u.data, u.metadata, :recorded_at, u.prev_hash, u.hash
+      FROM unnest(CAST(:e_position AS bigint[]), CAST(:e_type AS text[]), CAST(:e_version AS integer[]),
+                  CAST(:e_data AS text[]), CAST(:e_metadata AS text[]), CAST(:e_prev AS text[]),
+                  CAST(:e_hash AS text[]))
+           AS u(position, type, schema_version, data, metadata, prev_hash, hash)
+     WHERE EXISTS (SELECT 1 FROM guard)),
+idem AS (
+    INSERT INTO idempotency (key, fingerprint, status, body, cluster, position, created_at)
+    SELECT u.key, u.fingerprint, u.status, u.body, u.cluster, u.position, :recorded_at
+      FROM unnest(CAST(:i_key AS text[]), CAST(:i_fingerprint AS text[]), CAST(:i_status AS integer[]),
+                  CAST(:i_body AS text[]), CAST(:i_cluster AS text[]), CAST(:i_position AS bigint[]))
+           AS u(key, fingerprint, status, body, cluster, position)
+     WHERE EXISTS (SELECT 1 FROM guard)),
+obx AS (
+    INSERT INTO outbox (topic, key, value, headers, cluster, position)
+    SELECT u.topic, u.key, u.value, u.headers, u.cluster, u.position
+      FROM unnest(CAST(:o_topic AS text[]), CAST(:o_key AS bytea[]), CAST(:o_value AS bytea[]),
+                  CAST(:o_headers AS text[]), CAST(:o_cluster AS text[]), CAST(:o_position AS bigint[]))
+           WITH ORDINALITY AS u(topic, key, value, headers, cluster, position, ord)
+     WHERE EXISTS (SELECT 1 FROM guard)
+     ORDER BY u.ord),
+offs AS (
+    INSERT INTO consumer_offsets ("group", topic, partition, "offset")
+    SELECT u.g, u.t, u.p, u.o
+      FROM unnest(CAST(:f_group AS text[]), CAST(:f_topic AS text[]), CAST(:f_partition AS integer[]),
+                  CAST(:f_offset AS bigint[])) AS u(g, t, p, o)
+     WHERE EXISTS (SELECT 1 FROM guard)
+    ON CONFLICT ("group", topic, partition) DO UPDATE SET "offset" = EXCLUDED."offset")
+SELECT count(*) FROM guard
+"""
+
+
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """Named :params to asyncpg's $1.. placeholders, and the names in order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return re.sub(r"(?<![:\w]):([a-z_]+)", number, sql), tuple(names)
+
+
+# The hot path runs on the pool's asyncpg connection directly (one round trip, no SQLAlchemy
+# statement overhead); everything else goes through SQLAlchemy.
+PG_APPEND_UPDATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_UPDATE))
+PG_APPEND_CREATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_CREATE))
+
+_HEAD_CACHE_MAX = 10_000
+
+
+def _constraint_name(exc: BaseException) -> str | None:
+    """The violated constraint of a driver (or SQLAlchemy-wrapped) integrity error."""
+    for candidate in (exc, getattr(exc, "orig", None), getattr(getattr(exc, "orig", None), "__cause__", None)):
+        name = getattr(candidate, "constraint_name", None)
+        if name:
+            return name
+    return None
+
+
+_DRIVER_UNAVAILABLE = (OSError, ConnectionError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
+                       asyncpg.InterfaceError, asyncpg.exceptions.OperatorInterventionError)
+
+
+def _is_unavailable(exc: BaseException) -> bool:
+    """Does this error mean "the database cannot be reached right now"?"""
+    if isinstance(exc, sa.exc.TimeoutError):  # no connection from the pool in time
+        return True
+    if isinstance(exc, sa.exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        message = str(exc.orig).lower()
+        if "database is locked" in message or "unable to open database" in message:
+            return True
+        chain: BaseException | None = exc.orig
+        while chain is not None:
+            if isinstance(chain, _DRIVER_UNAVAILABLE):
+                return True
+            chain = chain.__cause__
+        return False
+    return isinstance(exc, _DRIVER_UNAVAILABLE)
+
+
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+
+def _translating(method: _F) -> _F:
+    """Raise StoreUnavailable for connection-level failures; other errors pass unchanged."""
+    @functools.wraps(method)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except (ConcurrencyConflict, IdempotencyKeyTaken, StoreUnavailable):
+            raise
+        except Exception as exc:
+            if _is_unavailable(exc):
+                raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            raise
+    return wrapper  # type: ignore[return-value]
+
+
+def _convert(rows: Sequence[Any]) -> list[StoredEvent]:
+    """Rows to StoredEvents. Decoding builds many small containers at once; pausing the
+    cyclic GC meanwhile (no references cycles are created) halves the cost."""
+    if len(rows) < 256 or not gc.isenabled():
+        return [_stored(r) for r in rows]
+    gc.disable()
+    try:
+        return [_stored(r) for r in rows]
+    finally:
+        gc.enable()
+
+
+# --------------------------------------------------------------------------- the store
+
+class SqlEventStore:
+    """EventStore (service.store.base) on PostgreSQL or SQLite. See the module docstring."""
+
+    def __init__(self, url: str, *, engine: AsyncEngine | None = None):
+        self.url = normalize_url(url)
+        self._engine = engine or make_engine(self.url)
+        self.dialect = self._engine.dialect.name
+        self._is_sqlite = self.dialect == "sqlite"
+        self._insert = sqlite.insert if self._is_sqlite else postgresql.insert
+        # In-process queue for SQLite writers (BEGIN IMMEDIATE serialises across processes).
+        self._write_lock: asyncio.Lock | None = asyncio.Lock() if self._is_sqlite else None
+        # cluster -> (position, hash) of the highest event this store has seen; only a hint.
+        self._heads: dict[str, tuple[int, str]] = {}
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._engine
+
+    # ------------------------------------------------------------------ head cache
+
+    def _remember_head(self, cluster: str, position: int, hash_: str) -> None:
+        known = self._heads.get(cluster)
+        if known is None or known[0] < position:
+            if known is None and len(self._heads) >= _HEAD_CACHE_MAX:
+                self._heads.clear()
+            self._heads[cluster] = (position, hash_)
+
+    def _forget_head(self, cluster: str) -> None:
+        self._heads.pop(cluster, None)
+
+    async def _read_head(self, cluster: str) -> tuple[int, str]:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(sa.select(t_clusters.c.last_position, t_clusters.c.head_hash)
+                                      .where(t_clusters.c.name == cluster))).first()
+        return (0, GENESIS_HASH) if row is None else (int(row[0]), row[1])
+
+    # ------------------------------------------------------------------ transactions
+
+    @asynccontextmanager
+    async def _write_tx(self) -> AsyncIterator[AsyncConnection]:
+        if self._write_lock is None:
+            async with self._engine.begin() as conn:
+                yield conn
+            return
+        async with self._write_lock:
+            async with self._engine.connect() as conn:
+                await conn.execution_options(gp_write=True)
+                async with conn.begin():
+                    yield conn
+
+    # ------------------------------------------------------------------ row building
+
+    @staticmethod
+    def _idempotency_rows(records: Sequence[IdempotencyRecord]) -> list[dict[str, Any]]:
+        rows = [{"key": r.key, "fingerprint": r.fingerprint, "status": int(r.status),
+                 "body": canonical_json(r.body), "cluster": r.cluster, "position": r.position}
+                for r in sorted(records, key=lambda r: r.key)]  # sorted: a fixed lock order
+        if len({r["key"] for r in rows}) != len(rows):
+            raise IdempotencyKeyTaken("the same idempotency key twice in one append")
+        return rows
+
+    @staticmethod
+    def _offset_rows(offsets: Sequence[ConsumedOffset]) -> list[dict[str, Any]]:
+        latest: dict[tuple[str, str, int], int] = {}
+        for o in offsets:
+            latest[(o.group, o.topic, int(o.partition))] = int(o.offset)
+        return [{"group": g, "topic": t, "partition": p, "offset": off} for (g, t, p), off in sorted(latest.items())]
+
+    @staticmethod
+    def _dead_letter_rows(dead_letters: Sequence[DeadLetter]) -> list[dict[str, Any]]:
+        return [{"topic": d.topic, "key": d.key, "value": d.value, "headers": _encode_headers(d.headers),
+                 "cluster": None, "position": None} for d in dead_letters]
+
+    @staticmethod
+    def _chain(cluster: str, expected: int, prev: str, prepared: list[tuple[str, int, str, str]],
+               recorded_at: str) -> tuple[list[dict[str, Any]], list[StoredEvent]]:
+        """The event rows (canonical JSON texts) and the StoredEvents they read back as."""
+        rows, stored = [], []
+        for i, (type_, version, data_json, meta_json) in enumerate(prepared):
+            position = expected + 1 + i
+            h = _sha256_hex(prev, hash_input(cluster, position, type_, version, data_json, meta_json, recorded_at))
+            rows.append({"cluster": cluster, "position": position, "type": type_, "schema_version": version,
+                         "data": data_json, "metadata": meta_json, "recorded_at": recorded_at,
+                         "prev_hash": prev, "hash": h})
+            stored.append(StoredEvent(cluster, position, type_, version, json.loads(data_json),
+                                      json.loads(meta_json), recorded_at, prev, h))
+            prev = h
+        return rows, stored
+
+    @staticmethod
+    def _outbox_event_rows(stored: list[StoredEvent], topic: str | None) -> list[dict[str, Any]]:
+        if topic is None:
+            return []
+        return [{"topic": topic, "key": s.cluster.encode("utf-8"),
+                 "value": canonical_json(s.envelope()).encode("utf-8"), "headers": "[]",
+                 "cluster": s.cluster, "position": s.position} for s in stored]
+
+    # ------------------------------------------------------------------ writes
+
+    @_translating
+    async def append(
+        self,
+        cluster: str,
+        expected_position: int,
+        events: Sequence[NewEvent],
+        *,
+        idempotency: Sequence[IdempotencyRecord] = (),
+        offsets: Sequence[ConsumedOffset] = (),
+        dead_letters: Sequence[DeadLetter] = (),
+        outbox_topic: str | None = None,
+    ) -> list[StoredEvent]:
+        """See EventStore.append. The returned events carry data/metadata parsed back from
+        the stored canonical JSON, exactly as read() will return them."""
+        if expected_position < 0:
+            raise ValueError("expected_position must be >= 0")
+        # Serialise outside any lock: the canonical texts that are stored and hashed.
+        prepared = [(e.type, int(e.schema_version), canonical_json(e.data), canonical_json(e.metadata))
+                    for e in events]
+        idem_rows = self._idempotency_rows(idempotency)
+        offset_rows = self._offset_rows(offsets)
+        dead_rows = self._dead_letter_rows(dead_letters)
+        if prepared and not self._is_sqlite:
+            raw = await self._append_pg(cluster, expected_position, prepared, idem_rows, offset_rows,
+                                        dead_rows, outbox_topic)
+        else:
+            raw = await self._append_tx(cluster, expected_position, prepared, idem_rows, offset_rows,
+                                        dead_rows, outbox_topic)
+        if raw:
+            self._remember_head(cluster, raw[-1].position, raw[-1].hash)
+        return raw
+
+    async def _append_pg(self, cluster: str, expected: int, prepared: list[tuple[str, int, str, str]],
+                         idem_rows: list[dict[str, Any]], offset_rows: list[dict[str, Any]],
+                         dead_rows: list[dict[str, Any]], outbox_topic: str | None) -> list[StoredEvent]:
+        for _attempt in range(3):
+            known = self._heads.get(cluster)
+            if known is not None and known[0] == expected:
+                prev = known[1]
+            elif expected == 0:
+                prev = GENESIS_HASH
+            else:
+                last, prev = await self._read_head(cluster)
+                if last != expected:
+                    raise ConcurrencyConflict(cluster, expected, last)
+            recorded_at = utc_now()
+            rows, stored = self._chain(cluster, expected, prev, prepared, recorded_at)
+            outbox_rows = dead_rows + self._outbox_event_rows(stored, outbox_topic)
+            params = {
+                "cluster": cluster, "expected": expected, "prev_head": prev, "recorded_at": recorded_at,
+                "new_last": stored[-1].position, "new_head": stored[-1].hash,
+                "e_position": [r["position"] for r in rows], "e_type": [r["type"] for r in rows],
+                "e_version": [r["schema_version"] for r in rows], "e_data": [r["data"] for r in rows],
+                "e_metadata": [r["metadata"] for r in rows], "e_prev": [r["prev_hash"] for r in rows],
+                "e_hash": [r["hash"] for r in rows],
+                "i_key": [r["key"] for r in idem_rows], "i_fingerprint": [r["fingerprint"] for r in idem_rows],
+                "i_status": [r["status"] for r in idem_rows], "i_body": [r["body"] for r in idem_rows],
+                "i_cluster": [r["cluster"] for r in idem_rows], "i_position": [r["position"] for r in idem_rows],
+                "o_topic": [r["topic"] for r in outbox_rows], "o_key": [r["key"] for r in outbox_rows],
+                "o_value": [r["value"] for r in outbox_rows], "o_headers": [r["headers"] for r in outbox_rows],
+                "o_cluster": [r["cluster"] for r in outbox_rows], "o_position": [r["position"] for r in outbox_rows],
+                "f_group": [r["group"] for r in offset_rows], "f_topic": [r["topic"] for r in offset_rows],
+                "f_partition": [r["partition"] for r in offset_rows], "f_offset": [r["offset"] for r in offset_rows],
+            }
+            sql, names = PG_APPEND_CREATE if expected == 0 else PG_APPEND_UPDATE
+            matched = await self._pg_fetchval(sql, [params[n] for n in names], cluster, expected, idem_rows)
+            if matched == 1:
+                return stored
+            # The guard matched no row: another writer got there first, or the cached head
+            # hash was stale (the position matched but the chain is not the one we knew).
+            self._forget_head(cluster)
+            last, _ = await self._read_head(cluster)
+            if last != expected:
+                raise ConcurrencyConflict(cluster, expected, last)
+        raise ConcurrencyConflict(cluster, expected, None)
+
+    async def _pg_fetchval(self, sql: str, args: list[Any], cluster: str, expected: int,
+                           idem_rows: list[dict[str, Any]]) -> Any:
+        """Run one statement on a pooled asyncpg connection, outside any transaction (it
+        commits on its own). A connection that failed other than with a server-side error
+        (lost, cancelled mid-statement) is discarded, never returned to the pool."""
+        raw_conn = await self._engine.raw_connection()
+        healthy = False
+        try:
+            result = await raw_conn.driver_connection.fetchval(sql, *args)
+            healthy = True
+            return result
+        except asyncpg.UniqueViolationError as exc:
+            healthy = True
+            constraint = _constraint_name(exc)
+            if constraint == "idempotency_pkey":
+                raise IdempotencyKeyTaken(", ".join(r["key"] for r in idem_rows)) from exc
+            if constraint == "events_pkey":  # cannot happen behind the guard; never fork
+                raise ConcurrencyConflict(cluster, expected, None) from exc
+            raise
+        except asyncpg.PostgresError as exc:
+            healthy = not isinstance(exc, asyncpg.exceptions.OperatorInterventionError)
+            raise
+        finally:
+            await greenlet_spawn(raw_conn.close if healthy else raw_conn.invalidate)
+
+    async def _append_tx(self, cluster: str, expected: int, prepared: list[tuple[str, int, str, str]],
+                         idem_rows: list[dict[str, Any]], offset_rows: list[dict[str, Any]],
+                         dead_rows: list[dict[str, Any]], outbox_topic: str | None) -> list[StoredEvent]:
+        """The transactional path: SQLite always, PostgreSQL for appends without events."""
+        async with self._write_tx() as conn:
+            last, prev = await self._lock_cluster(conn, cluster, expected, create=bool(prepared))
+            if last != expected:
+                raise ConcurrencyConflict(cluster, expected, last)
+            stored: list[StoredEvent] = []
+            outbox_rows = list(dead_rows)
+            if prepared:
+                rows, stored = self._chain(cluster, expected, prev, prepared, utc_now())
+                try:
+                    await conn.execute(t_events.insert(), rows)
+                except IntegrityError as exc:  # cannot happen under the lock; never fork
+                    raise ConcurrencyConflict(cluster, expected, None) from exc
+                await conn.execute(
+                    sa.update(t_clusters).where(t_clusters.c.name == cluster)
+                    .values(last_position=stored[-1].position, head_hash=stored[-1].hash))
+                outbox_rows += self._outbox_event_rows(stored, outbox_topic)
+            await self._write_extras(conn, idem_rows, offset_rows, outbox_rows)
+        return stored
+
+    async def _lock_cluster(self, conn: AsyncConnection, cluster: str, expected: int,
+                            create: bool) -> tuple[int, str]:
+        """Lock the cluster's row (creating it when expected == 0) and return (last, head).
+        On SQLite the BEGIN IMMEDIATE transaction already holds the database's write lock."""
+        row = None
+        if expected == 0 and create:
+            row = (await conn.execute(
+                self._insert(t_clusters)
+                .values(name=cluster, last_position=0, head_hash=GENESIS_HASH)
+                .on_conflict_do_nothing(index_elements=[t_clusters.c.name])
+                .returning(t_clusters.c.last_position, t_clusters.c.head_hash))).first()
+        if row is None:
+            row = (await conn.execute(
+                sa.select(t_clusters.c.last_position, t_clusters.c.head_hash)
+                .where(t_clusters.c.name == cluster).with_for_update())).first()
+        if row is None:
+            return 0, GENESIS_HASH
+        return int(row[0]), row[1]
+
+    async def _write_extras(self, conn: AsyncConnection, idem_rows: list[dict[str, Any]],
+                            offset_rows: list[dict[str, Any]], outbox_rows: list[dict[str, Any]]) -> None:
+        if idem_rows:
+            now = utc_now()
+            try:
+                await conn.execute(t_idem.insert(), [{**r, "created_at": now} for r in idem_rows])
+            except IntegrityError as exc:
+                raise IdempotencyKeyTaken(", ".join(r["key"] for r in idem_rows)) from exc
+        if offset_rows:
+            stmt = self._insert(t_offsets)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=[t_offsets.c.group, t_offsets.c.topic, t_offsets.c.partition],
+                set_={"offset": stmt.excluded.offset})
+            await conn.execute(stmt, offset_rows)
+        if outbox_rows:
+            await conn.execute(t_outbox.insert(), outbox_rows)
+
+    @_translating
+    async def record_without_events(
+        self,
+        *,
+        idempotency: Sequence[IdempotencyRecord] = (),
+        offsets: Sequence[ConsumedOffset] = (),
+        dead_letters: Sequence[DeadLetter] = (),
+    ) -> None:
+        if not (idempotency or offsets or dead_letters):
+            return
+        idem_rows = self._idempotency_rows(idempotency)
+        async with self._write_tx() as conn:
+            await self._write_extras(conn, idem_rows, self._offset_rows(offsets),
+                                     self._dead_letter_rows(dead_letters))
+
+    # ------------------------------------------------------------------ reads
+
+    def _select_events(self, cluster: str, after: int, until: int | None, limit: int | None) -> sa.Select:
+        stmt = (sa.select(*_EVENT_COLS)
+                .where(t_events.c.cluster == cluster, t_events.c.position > after)
+                .order_by(t_events.c.position))
+        if until is not None:
+            stmt = stmt.where(t_events.c.position <= until)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return stmt
+
+    @_translating
+    async def read(self, cluster: str, after: int = 0, limit: int | None = None,
+                   until: int | None = None) -> list[StoredEvent]:
+        """Events with after < position (<= until), in position order, at most `limit`."""
+        if limit is not None and limit <= 0:
+            return []
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(self._select_events(cluster, after, until, limit))).all()
+        events = _convert(rows)
+        if events:
+            self._remember_head(cluster, events[-1].position, events[-1].hash)
+        return events
+
+    async def stream(self, cluster: str, after: int = 0, until: int | None = None,
+                     chunk: int = 5_000) -> AsyncIterator[list[StoredEvent]]:
+        """read() in chunks, for replaying long streams without holding them in memory."""
+        while True:
+            batch = await self.read(cluster, after=after, limit=chunk, until=until)
+            if not batch:
+                return
+            yield batch
+            after = batch[-1].position
+            if len(batch) < chunk:
+                return
+
+    @_translating
+    async def last_position(self, cluster: str) -> int:
+        return (await self._read_head(cluster))[0]
+
+    @_translating
+    async def clusters(self) -> list[tuple[str, int]]:
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(sa.select(t_clusters.c.name, t_clusters.c.last_position)
+                                       .order_by(t_clusters.c.name))).all()
+        return [(name, int(last)) for name, last in rows]
+
+    @_translating
+    async def get_idempotency(self, key: str) -> IdempotencyRecord | None:
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(
+                sa.select(t_idem.c.key, t_idem.c.fingerprint, t_idem.c.status, t_idem.c.body,
+                          t_idem.c.cluster, t_idem.c.position).where(t_idem.c.key == key))).first()
+        if row is None:
+            return None
+        return IdempotencyRecord(key=row[0], fingerprint=row[1], status=int(row[2]), body=json.loads(row[3]),
+                                 cluster=row[4], position=None if row[5] is None else int(row[5]))
+
+    # ------------------------------------------------------------------ audit
+
+    @_translating
+    async def verify(self, cluster: str, until: int | None = None) -> VerifyResult:
+        """Recompute the hash chain from genesis over the stored rows, in chunks, in one
+        consistent snapshot. `events` counts the events verified good; `head` is the hash of
+        the last of them; `first_bad_position` is the first position whose prevHash is not
+        the previous hash, whose hash does not recompute, or which is missing (also at the
+        tail: fewer events than the cluster's recorded last position).
+
+        The hash is first recomputed over the stored canonical texts (the exact bytes that
+        were hashed); only when that differs are data/metadata parsed and re-canonicalised,
+        which is what an auditor holding an export computes."""
+        prev, count, bad = GENESIS_HASH, 0, None
+        async with self._engine.connect() as conn:
+            if not self._is_sqlite:
+                await conn.execution_options(isolation_level="REPEATABLE READ")
+            async with conn.begin():
+                head_row = (await conn.execute(sa.select(t_clusters.c.last_position, t_clusters.c.head_hash)
+                                               .where(t_clusters.c.name == cluster))).first()
+                last_recorded = int(head_row[0]) if head_row else 0
+                after = 0
+                while bad is None:
+                    rows = (await conn.execute(self._select_events(cluster, after, until, VERIFY_CHUNK))).all()
+                    for (_c, position, type_, version, data_json, meta_json, recorded_at, prev_hash,
+                         stored_hash) in rows:
+                        if position != count + 1 or prev_hash != prev:
+                            bad = count + 1
+                            break
+                        h = _sha256_hex(prev, hash_input(cluster, position, type_, version, data_json,
+                                                         meta_json, recorded_at))
+                        if h != stored_hash:
+                            try:
+                                envelope = {"cluster": cluster, "position": position, "type": type_,
+                                            "schemaVersion": version, "data": json.loads(data_json),
+                                            "metadata": json.loads(meta_json), "recordedAt": recorded_at}
+                                h = _sha256_hex(prev, canonical_json(envelope))
+                            except ValueError:
+                                h = ""
+                            if h != stored_hash:
+                                bad = position
+                                break
+                        prev, count = h, count + 1
+                    if len(rows) < VERIFY_CHUNK:
+                        break
+                    after = rows[-1][1]
+                if bad is None:
+                    target = last_recorded if until is None else min(until, last_recorded)
+                    if count < target:
+                        bad = count + 1  # missing at the tail
+                    elif until is None and count > last_recorded:
+                        bad = last_recorded + 1  # rows beyond the recorded head
+                    elif until is None and count and head_row is not None and head_row[1] != prev:
+                        bad = count  # the recorded head does not match the chain
+        return VerifyResult(ok=bad is None, events=count, head=prev, first_bad_position=bad)
+
+
+    # ------------------------------------------------------------------ snapshots
+
+    @_translating
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        stmt = self._insert(t_snapshots).values(cluster=snapshot.cluster, position=snapshot.position,
+                                                version=snapshot.version, blob=snapshot.blob)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[t_snapshots.c.cluster, t_snapshots.c.position, t_snapshots.c.version],
+            set_={"blob": stmt.excluded.blob})
+        async with self._write_tx() as conn:
+            await conn.execute(stmt)
+
+    @_translating
+    async def latest_snapshot(self, cluster: str, version: str,
+                              at_or_before: int | None = None) -> Snapshot | None:
+        stmt = (sa.select(t_snapshots.c.position, t_snapshots.c.blob)
+                .where(t_snapshots.c.cluster == cluster, t_snapshots.c.version == version)
+                .order_by(t_snapshots.c.position.desc()).limit(1))
+        if at_or_before is not None:
+            stmt = stmt.where(t_snapshots.c.position <= at_or_before)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(stmt)).first()
+        if row is None:
+            return None
+        return Snapshot(cluster=cluster, position=int(row[0]), version=version, blob=bytes(row[1]))
+
+    @_translating
+    async def delete_snapshots(self, cluster: str | None = None) -> None:
+        stmt = sa.delete(t_snapshots)
+        if cluster is not None:
+            stmt = stmt.where(t_snapshots.c.cluster == cluster)
+        async with self._write_tx() as conn:
+            await conn.execute(stmt)
+
+    # ------------------------------------------------------------------ outbox and offsets
+
+    @_translating
+    async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]:
+        """Unsent rows in id order (a cluster's rows are in position order)."""
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(
+                sa.select(t_outbox.c.id, t_outbox.c.topic, t_outbox.c.key, t_outbox.c.value,
+                          t_outbox.c.headers, t_outbox.c.cluster, t_outbox.c.position)
+                .order_by(t_outbox.c.id).limit(limit))).all()
+        return [OutboxItem(id=int(r[0]), topic=r[1], key=None if r[2] is None else bytes(r[2]),
+                           value=bytes(r[3]), headers=_decode_headers(r[4]), cluster=r[5],
+                           position=None if r[6] is None else int(r[6])) for r in rows]
+
+    @_translating
+    async def outbox_done(self, ids: Sequence[int]) -> None:
+        """Delete sent rows."""
+        ids = list(ids)
+        if not ids:
+            return
+        async with self._write_tx() as conn:
+            for i in range(0, len(ids), _IN_CHUNK):
+                await conn.execute(sa.delete(t_outbox).where(t_outbox.c.id.in_(ids[i:i + _IN_CHUNK])))
+
+    @_translating
+    async def stored_offsets(self, group: str, topic: str) -> dict[int, int]:
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(
+                sa.select(t_offsets.c.partition, t_offsets.c.offset)
+                .where(t_offsets.c.group == group, t_offsets.c.topic == topic))).all()
+        return {int(p): int(o) for p, o in rows}
+
+    # ------------------------------------------------------------------ health
+
+    async def ping(self) -> bool:
+        try:
+            async with self._engine.connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+            return True
+        except Exception:  # noqa: BLE001 - health check: any failure means "down"
+            return False
+
+    @_translating
+    async def schema_is_current(self) -> bool:
+        from .migrate import is_current
+
+        async with self._engine.connect() as conn:
+            return await is_current(conn)
+
+    async def close(self) -> None:
+        await self._engine.dispose()

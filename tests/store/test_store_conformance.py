@@ -1,0 +1,390 @@
+"""Conformance suite of the event store: every test runs on PostgreSQL and on SQLite."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+
+import pytest
+import sqlalchemy as sa
+
+from service.store import (
+    ConcurrencyConflict,
+    ConsumedOffset,
+    DeadLetter,
+    IdempotencyKeyTaken,
+    IdempotencyRecord,
+    NewEvent,
+    Snapshot,
+    SqlEventStore,
+)
+from service.store import sql as sql_module
+
+ZEROS = "0" * 64
+RECORDED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
+
+
+def ev(i: int, **extra) -> NewEvent:
+    return NewEvent(type="NodeUpserted", data={"name": f"node-{i}", "i": i, **extra},
+                    metadata={"source": "http", "commandId": f"c{i}"})
+
+
+async def fill(store: SqlEventStore, cluster: str, n: int, per_append: int = 3) -> None:
+    position = await store.last_position(cluster)
+    while n > 0:
+        k = min(per_append, n)
+        await store.append(cluster, position, [ev(position + j) for j in range(k)])
+        position += k
+        n -= k
+
+
+async def sql(store: SqlEventStore, statement: str, **params) -> None:
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.text(statement), params)
+
+
+async def counts(store: SqlEventStore) -> dict[str, int]:
+    async with store.engine.connect() as conn:
+        return {t: (await conn.execute(sa.text(f"SELECT count(*) FROM {t}"))).scalar_one()
+                for t in ("events", "clusters", "idempotency", "outbox", "consumer_offsets")}
+
+
+# ----------------------------------------------------------------------------- positions
+
+async def test_positions_are_gapless_from_one(store: SqlEventStore) -> None:
+    first = await store.append("prod", 0, [ev(1), ev(2)])
+    assert [e.position for e in first] == [1, 2]
+    second = await store.append("prod", 2, [ev(3)])
+    assert [e.position for e in second] == [3]
+    await store.append("dev", 0, [ev(1)])
+    events = await store.read("prod")
+    assert [e.position for e in events] == [1, 2, 3]
+    assert events == first + second  # append returns exactly what read returns
+    assert await store.last_position("prod") == 3
+    assert await store.last_position("nope") == 0
+    assert await store.clusters() == [("dev", 1), ("prod", 3)]
+    assert [e.position for e in await store.read("prod", after=1)] == [2, 3]
+    assert [e.position for e in await store.read("prod", limit=2)] == [1, 2]
+    assert [e.position for e in await store.read("prod", until=2)] == [1, 2]
+    assert [e.position for e in await store.read("prod", after=1, until=2)] == [2]
+    assert await store.read("prod", after=3) == []
+    assert await store.read("nope") == []
+    chunks = [[e.position for e in chunk] async for chunk in store.stream("prod", chunk=2)]
+    assert chunks == [[1, 2], [3]]
+
+
+async def test_expected_position_conflict_writes_nothing(store: SqlEventStore) -> None:
+    await store.append("prod", 0, [ev(1), ev(2)])
+    before = await counts(store)
+    extras = dict(idempotency=[IdempotencyRecord("k", "f", 201, {"x": 1}, "prod", 3)],
+                  offsets=[ConsumedOffset("g", "in", 0, 10)],
+                  dead_letters=[DeadLetter("dlq", b"k", b"v")], outbox_topic="out")
+    for expected in (0, 1, 3):
+        with pytest.raises(ConcurrencyConflict) as info:
+            await store.append("prod", expected, [ev(9)], **extras)
+        assert (info.value.cluster, info.value.expected, info.value.actual) == ("prod", expected, 2)
+    with pytest.raises(ConcurrencyConflict) as info:
+        await store.append("new", 5, [ev(1)], **extras)
+    assert info.value.actual == 0
+    with pytest.raises(ConcurrencyConflict):  # an append without events still checks
+        await store.append("prod", 1, [], **extras)
+    assert await counts(store) == before
+    assert [e.position for e in await store.read("prod")] == [1, 2]
+    assert await store.get_idempotency("k") is None
+    assert await store.outbox_batch() == []
+    assert await store.stored_offsets("g", "in") == {}
+    assert (await store.verify("prod")).ok
+
+
+# ----------------------------------------------------------------------------- hash chain
+
+def independent_hash(prev: str, e: dict) -> str:
+    body = {k: e[k] for k in ("cluster", "position", "type", "schemaVersion", "data", "metadata", "recordedAt")}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(prev.encode("utf-8") + text.encode("utf-8")).hexdigest()
+
+
+async def test_hash_chain_matches_an_independent_recomputation(store: SqlEventStore) -> None:
+    await store.append("prod", 0, [
+        NewEvent("WorkloadSubmitted", {"zeta": [3, 1.5, None, True], "alpha": {"b": 2, "a": "ü ✓ \"q\""}},
+                 {"source": "kafka", "causationPosition": None}, schema_version=2),
+        NewEvent("PodGroupScheduled", {}, {}),
+    ])
+    await store.append("prod", 2, [ev(3), ev(4)])
+    events = await store.read("prod")
+    prev = ZEROS
+    for e in events:
+        envelope = e.envelope()
+        assert envelope["prevHash"] == prev
+        assert RECORDED_AT.match(envelope["recordedAt"])
+        assert envelope["hash"] == independent_hash(prev, envelope)
+        prev = envelope["hash"]
+    assert events[0].schema_version == 2
+    assert events[0].data["alpha"]["a"] == "ü ✓ \"q\""
+    result = await store.verify("prod")
+    assert (result.ok, result.events, result.head, result.first_bad_position) == (True, 4, prev, None)
+    # the stored text is the canonical JSON that was hashed, byte for byte
+    async with store.engine.connect() as conn:
+        data = (await conn.execute(sa.text("SELECT data FROM events WHERE position = 1"))).scalar_one()
+    assert data == '{"alpha":{"a":"\\u00fc \\u2713 \\"q\\"","b":2},"zeta":[3,1.5,null,true]}'
+
+
+async def test_verify_of_an_unknown_cluster_is_an_empty_good_chain(store: SqlEventStore) -> None:
+    result = await store.verify("nope")
+    assert (result.ok, result.events, result.head, result.first_bad_position) == (True, 0, ZEROS, None)
+
+
+async def test_verify_streams_in_chunks_and_honours_until(store: SqlEventStore, monkeypatch) -> None:
+    monkeypatch.setattr(sql_module, "VERIFY_CHUNK", 4)
+    await fill(store, "prod", 13, per_append=5)
+    full = await store.verify("prod")
+    assert (full.ok, full.events) == (True, 13)
+    assert full.head == (await store.read("prod"))[-1].hash
+    part = await store.verify("prod", until=6)
+    assert (part.ok, part.events, part.head) == (True, 6, (await store.read("prod", until=6))[-1].hash)
+    await sql(store, "UPDATE events SET type = 'Forged' WHERE position = 9")
+    assert (await store.verify("prod", until=8)).ok
+    bad = await store.verify("prod")
+    assert (bad.ok, bad.events, bad.first_bad_position) == (False, 8, 9)
+
+
+async def test_tampering_with_a_row_is_detected(store: SqlEventStore) -> None:
+    await fill(store, "prod", 6)
+    await fill(store, "other", 3)
+    await sql(store, "UPDATE events SET data = :d WHERE cluster = 'prod' AND position = 4",
+              d='{"i":3,"name":"node-evil"}')
+    result = await store.verify("prod")
+    assert (result.ok, result.first_bad_position, result.events) == (False, 4, 3)
+    assert result.head == (await store.read("prod", until=3))[-1].hash
+    assert (await store.verify("other")).ok
+
+
+@pytest.mark.parametrize("column,value", [("metadata", '{"source":"cli"}'), ("recorded_at", "2020-01-01T00:00:00.000000Z"),
+                                          ("hash", "f" * 64), ("prev_hash", "e" * 64), ("schema_version", 7)])
+async def test_tampering_with_any_column_is_detected(store: SqlEventStore, column: str, value) -> None:
+    await fill(store, "prod", 5)
+    await sql(store, f"UPDATE events SET {column} = :v WHERE position = 2", v=value)
+    result = await store.verify("prod")
+    assert (result.ok, result.first_bad_position) == (False, 2)
+
+
+async def test_equivalent_but_reformatted_json_still_verifies(store: SqlEventStore) -> None:
+    """verify() checks what an auditor holding an export can check: the event's JSON value."""
+    await store.append("prod", 0, [NewEvent("T", {"b": 1, "a": [1, 2]}, {})])
+    await sql(store, "UPDATE events SET data = :d WHERE position = 1", d='{ "a": [1, 2], "b": 1 }')
+    assert (await store.verify("prod")).ok
+    await sql(store, "UPDATE events SET data = :d WHERE position = 1", d='{"a": [1, 2], "b": 2}')
+    assert (await store.verify("prod")).first_bad_position == 1
+    await sql(store, "UPDATE events SET data = :d WHERE position = 1", d='not json')
+    assert (await store.verify("prod")).first_bad_position == 1
+
+
+@pytest.mark.parametrize("deleted,first_bad", [(1, 1), (3, 3), (6, 6)])
+async def test_a_deleted_row_is_detected(store: SqlEventStore, deleted: int, first_bad: int) -> None:
+    await fill(store, "prod", 6)
+    await sql(store, "DELETE FROM events WHERE cluster = 'prod' AND position = :p", p=deleted)
+    result = await store.verify("prod")
+    assert (result.ok, result.first_bad_position, result.events) == (False, first_bad, first_bad - 1)
+
+
+async def test_swapped_rows_are_detected(store: SqlEventStore) -> None:
+    await fill(store, "prod", 4)
+    async with store.engine.begin() as conn:
+        rows = (await conn.execute(sa.text(
+            "SELECT position, data FROM events WHERE position IN (2, 3) ORDER BY position"))).all()
+        await conn.execute(sa.text("UPDATE events SET data = :d WHERE position = 2"), {"d": rows[1][1]})
+        await conn.execute(sa.text("UPDATE events SET data = :d WHERE position = 3"), {"d": rows[0][1]})
+    assert (await store.verify("prod")).first_bad_position == 2
+
+
+# ----------------------------------------------------------------------------- idempotency
+
+async def test_idempotency_record_round_trip(store: SqlEventStore) -> None:
+    record = IdempotencyRecord("key-1", "a" * 64, 201, {"position": 2, "name": "é"}, "prod", 2)
+    await store.append("prod", 0, [ev(1), ev(2)], idempotency=[record])
+    assert await store.get_idempotency("key-1") == record
+    assert await store.get_idempotency("key-2") is None
+    bare = IdempotencyRecord("key-2", "b" * 64, 409, {"title": "Conflict"})
+    await store.record_without_events(idempotency=[bare])
+    assert await store.get_idempotency("key-2") == bare
+
+
+async def test_a_taken_idempotency_key_raises_and_writes_nothing(store: SqlEventStore) -> None:
+    await store.append("prod", 0, [ev(1)], idempotency=[IdempotencyRecord("k", "f1", 201, {"a": 1}, "prod", 1)])
+    before = await counts(store)
+    extras = dict(offsets=[ConsumedOffset("g", "in", 0, 10)], dead_letters=[DeadLetter("dlq", None, b"v")],
+                  outbox_topic="out")
+    duplicate = IdempotencyRecord("k", "f2", 201, {"a": 2}, "prod", 2)
+    fresh = IdempotencyRecord("z", "f3", 201, {"a": 3}, "prod", 2)
+    with pytest.raises(IdempotencyKeyTaken):
+        await store.append("prod", 1, [ev(2)], idempotency=[fresh, duplicate], **extras)
+    with pytest.raises(IdempotencyKeyTaken):  # on a new cluster too
+        await store.append("new", 0, [ev(1)], idempotency=[duplicate], **extras)
+    with pytest.raises(IdempotencyKeyTaken):
+        await store.record_without_events(idempotency=[duplicate], offsets=extras["offsets"])
+    with pytest.raises(IdempotencyKeyTaken):  # the same key twice in one append
+        await store.append("prod", 1, [ev(2)], idempotency=[fresh, fresh])
+    assert await counts(store) == before
+    assert await store.get_idempotency("k") == IdempotencyRecord("k", "f1", 201, {"a": 1}, "prod", 1)
+    assert await store.get_idempotency("z") is None
+    assert await store.last_position("prod") == 1
+    assert await store.last_position("new") == 0
+    assert (await store.verify("prod")).ok
+    # and the cluster carries on normally afterwards
+    assert [e.position for e in await store.append("prod", 1, [ev(2)], idempotency=[fresh])] == [2]
+
+
+# ----------------------------------------------------------------------------- outbox, offsets
+
+async def test_outbox_rows_in_order_and_done_removes_them(store: SqlEventStore) -> None:
+    a = await store.append("a", 0, [ev(1), ev(2)], outbox_topic="gangplank.decisions")
+    await store.record_without_events(dead_letters=[
+        DeadLetter("gangplank.commands.dlq", None, b"\xff not json",
+                   [("error", b"invalid JSON"), ("source-offset", b"17")])])
+    b = await store.append("b", 0, [ev(1)], outbox_topic="gangplank.decisions",
+                           dead_letters=[DeadLetter("gangplank.commands.dlq", b"b", b"{}")])
+    a2 = await store.append("a", 2, [ev(3)], outbox_topic="gangplank.decisions")
+    await store.append("a", 3, [ev(4)])  # no outbox topic: no outbox rows
+    items = await store.outbox_batch()
+    assert [i.id for i in items] == sorted(i.id for i in items)
+    assert [(i.topic, i.cluster, i.position) for i in items] == [
+        ("gangplank.decisions", "a", 1), ("gangplank.decisions", "a", 2),
+        ("gangplank.commands.dlq", None, None),
+        ("gangplank.commands.dlq", None, None), ("gangplank.decisions", "b", 1),
+        ("gangplank.decisions", "a", 3)]
+    dlq = items[2]
+    assert (dlq.key, dlq.value, dlq.headers) == (None, b"\xff not json",
+                                                  [("error", b"invalid JSON"), ("source-offset", b"17")])
+    published = [e for e in items if e.topic == "gangplank.decisions"]
+    for item, event in zip(published, a + b + a2):
+        assert item.key == event.cluster.encode("utf-8")
+        assert item.value == json.dumps(event.envelope(), sort_keys=True, separators=(",", ":"),
+                                        ensure_ascii=True).encode("utf-8")
+        assert item.headers == []
+    assert [i.id for i in await store.outbox_batch(limit=2)] == [i.id for i in items[:2]]
+    await store.outbox_done([i.id for i in items[:3]])
+    rest = await store.outbox_batch()
+    assert [i.id for i in rest] == [i.id for i in items[3:]]
+    await store.outbox_done([i.id for i in rest])
+    assert await store.outbox_batch() == []
+    await store.outbox_done([])
+
+
+async def test_consumed_offsets_upsert(store: SqlEventStore) -> None:
+    await store.append("prod", 0, [ev(1)], offsets=[ConsumedOffset("g", "in", 0, 5), ConsumedOffset("g", "in", 1, 2)])
+    assert await store.stored_offsets("g", "in") == {0: 5, 1: 2}
+    await store.append("prod", 1, [ev(2)], offsets=[ConsumedOffset("g", "in", 0, 6)])
+    await store.record_without_events(offsets=[ConsumedOffset("g", "in", 1, 3), ConsumedOffset("g", "in", 1, 4)],
+                                      dead_letters=[DeadLetter("dlq", None, b"x")])
+    await store.record_without_events(offsets=[ConsumedOffset("other", "in", 0, 99)])
+    assert await store.stored_offsets("g", "in") == {0: 6, 1: 4}
+    assert await store.stored_offsets("other", "in") == {0: 99}
+    assert await store.stored_offsets("g", "nope") == {}
+    await store.record_without_events()  # nothing to do
+
+
+# ----------------------------------------------------------------------------- snapshots
+
+async def test_snapshots(store: SqlEventStore) -> None:
+    assert await store.latest_snapshot("prod", "v1") is None
+    for position in (10, 20, 30):
+        await store.save_snapshot(Snapshot("prod", position, "v1", b"state@%d" % position))
+    await store.save_snapshot(Snapshot("prod", 40, "v2", b"\x00\xffnew format"))
+    await store.save_snapshot(Snapshot("dev", 5, "v1", b"dev"))
+    assert await store.latest_snapshot("prod", "v1") == Snapshot("prod", 30, "v1", b"state@30")
+    assert await store.latest_snapshot("prod", "v2") == Snapshot("prod", 40, "v2", b"\x00\xffnew format")
+    assert await store.latest_snapshot("prod", "v3") is None
+    assert (await store.latest_snapshot("prod", "v1", at_or_before=25)).position == 20
+    assert (await store.latest_snapshot("prod", "v1", at_or_before=20)).position == 20
+    assert await store.latest_snapshot("prod", "v1", at_or_before=9) is None
+    await store.save_snapshot(Snapshot("prod", 30, "v1", b"rewritten"))
+    assert (await store.latest_snapshot("prod", "v1")).blob == b"rewritten"
+    await store.delete_snapshots("prod")
+    assert await store.latest_snapshot("prod", "v1") is None
+    assert await store.latest_snapshot("dev", "v1") is not None
+    await store.delete_snapshots()
+    assert await store.latest_snapshot("dev", "v1") is None
+
+
+# ----------------------------------------------------------------------------- concurrency
+
+async def test_two_writers_race_one_wins_no_gap_no_fork(store: SqlEventStore, other_store: SqlEventStore) -> None:
+    await store.append("prod", 0, [ev(0)])
+    await other_store.read("prod")  # both stores know the head
+    position = 1
+    for round_ in range(8):
+        results = await asyncio.gather(
+            store.append("prod", position, [ev(100 + round_), ev(200 + round_)],
+                         idempotency=[IdempotencyRecord(f"a{round_}", "f", 201, {})], outbox_topic="out"),
+            other_store.append("prod", position, [ev(300 + round_)],
+                               idempotency=[IdempotencyRecord(f"b{round_}", "f", 201, {})], outbox_topic="out"),
+            return_exceptions=True)
+        winners = [r for r in results if isinstance(r, list)]
+        losers = [r for r in results if isinstance(r, ConcurrencyConflict)]
+        assert len(winners) == 1 and len(losers) == 1, results
+        assert losers[0].actual == winners[0][-1].position
+        position = winners[0][-1].position
+    events = await store.read("prod")
+    assert [e.position for e in events] == list(range(1, position + 1))
+    assert await other_store.read("prod") == events
+    result = await other_store.verify("prod")
+    assert (result.ok, result.events, result.head) == (True, position, events[-1].hash)
+    # exactly the winners' side effects were written
+    keys = [k for r in range(8) for k in (f"a{r}", f"b{r}") if await store.get_idempotency(k) is not None]
+    assert len(keys) == 8
+    assert [i.position for i in await store.outbox_batch(limit=1000)] == list(range(2, position + 1))
+
+
+async def test_many_writers_with_retries_keep_the_stream_gapless(store: SqlEventStore,
+                                                                 other_store: SqlEventStore) -> None:
+    async def writer(s: SqlEventStore, name: str, appends: int) -> int:
+        conflicts = 0
+        done = 0
+        while done < appends:
+            position = await s.last_position("prod")
+            try:
+                await s.append("prod", position, [ev(done, writer=name)] * 2)
+                done += 1
+            except ConcurrencyConflict:
+                conflicts += 1
+        return conflicts
+
+    seen_gaps: list[list[int]] = []
+
+    async def reader(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            positions = [e.position for e in await store.read("prod")]
+            if positions != list(range(1, len(positions) + 1)):
+                seen_gaps.append(positions)
+            await asyncio.sleep(0)
+
+    stop = asyncio.Event()
+    reading = asyncio.create_task(reader(stop))
+    await asyncio.gather(writer(store, "a", 10), writer(other_store, "b", 10),
+                         writer(store, "c", 10), writer(other_store, "d", 10))
+    stop.set()
+    await reading
+    assert seen_gaps == []
+    assert await store.last_position("prod") == 80
+    result = await store.verify("prod")
+    assert (result.ok, result.events) == (True, 80)
+
+
+async def test_a_stale_cached_head_is_never_trusted(store: SqlEventStore) -> None:
+    await store.append("prod", 0, [ev(1), ev(2)])
+    store._heads["prod"] = (2, "f" * 64)  # as if the database had been replaced behind our back
+    assert [e.position for e in await store.append("prod", 2, [ev(3)])] == [3]
+    assert (await store.verify("prod")).ok
+
+
+# ----------------------------------------------------------------------------- health, schema
+
+async def test_ping_and_schema(store: SqlEventStore, tmp_path) -> None:
+    assert await store.ping()
+    assert await store.schema_is_current()
+    bare = SqlEventStore(f"sqlite+aiosqlite:///{tmp_path / 'never-migrated.db'}")
+    try:
+        assert not await bare.schema_is_current()
+    finally:
+        await bare.close()

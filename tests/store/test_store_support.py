@@ -1,0 +1,139 @@
+"""Store helpers, migrations and failure modes outside the conformance suite."""
+from __future__ import annotations
+
+import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.store import (
+    ConcurrencyConflict,
+    IdempotencyRecord,
+    NewEvent,
+    SqlEventStore,
+    StoredEvent,
+    canonical_json,
+    normalize_url,
+    open_store,
+)
+from service.store.base import StoreUnavailable, chain_hash
+from service.store.migrate import head_revisions, schema_is_current, upgrade
+from service.store.schema import ALL_TABLES
+from service.store.sql import hash_input
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cluster=st.text(min_size=1, max_size=10), position=st.integers(1, 2**40), type_=st.text(max_size=12),
+       version=st.integers(1, 5), data=st.dictionaries(st.text(max_size=8), json_values, max_size=5),
+       metadata=st.dictionaries(st.text(max_size=8), json_values, max_size=3))
+def test_spliced_hash_input_equals_canonical_json_of_the_envelope(cluster, position, type_, version, data, metadata):
+    recorded_at = "2026-11-30T10:00:00.001234Z"
+    envelope = {"cluster": cluster, "position": position, "type": type_, "schemaVersion": version,
+                "data": data, "metadata": metadata, "recordedAt": recorded_at}
+    spliced = hash_input(cluster, position, type_, version, canonical_json(data), canonical_json(metadata),
+                         recorded_at)
+    assert spliced == canonical_json(envelope)
+    assert chain_hash("0" * 64, envelope) == StoredEvent(
+        cluster, position, type_, version, data, metadata, recorded_at, "0" * 64,
+        chain_hash("0" * 64, envelope)).hash
+
+
+def test_normalize_url() -> None:
+    assert normalize_url("postgresql://u@h/db") == "postgresql+asyncpg://u@h/db"
+    assert normalize_url("postgres://u@h/db") == "postgresql+asyncpg://u@h/db"
+    assert normalize_url("sqlite:///x.db") == "sqlite+aiosqlite:///x.db"
+    assert normalize_url("postgresql+asyncpg://u@h/db") == "postgresql+asyncpg://u@h/db"
+
+
+async def test_migrations_create_the_schema_once(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    assert not await schema_is_current(url)
+    await upgrade(url)
+    await upgrade(url)  # idempotent
+    assert await schema_is_current(url)
+    assert head_revisions() == {"0001"}
+    store = open_store(url)
+    try:
+        async with store.engine.connect() as conn:
+            tables = await conn.run_sync(lambda c: set(sa.inspect(c).get_table_names()))
+            journal = (await conn.execute(sa.text("PRAGMA journal_mode"))).scalar_one()
+        assert tables == set(ALL_TABLES) | {"alembic_version"}
+        assert journal == "wal"
+    finally:
+        await store.close()
+
+
+async def test_migrations_on_postgresql(pg_database_url: str) -> None:
+    assert await schema_is_current(pg_database_url)
+    await upgrade(pg_database_url)  # a second replica starting: nothing to do
+    store = open_store(pg_database_url)
+    try:
+        async with store.engine.connect() as conn:
+            tables = await conn.run_sync(lambda c: set(sa.inspect(c).get_table_names()))
+        assert tables == set(ALL_TABLES) | {"alembic_version"}
+    finally:
+        await store.close()
+
+
+async def test_an_unreachable_database_raises_store_unavailable() -> None:
+    store = SqlEventStore("postgresql+asyncpg://postgres@127.0.0.1:1/nothing")
+    try:
+        assert not await store.ping()
+        for call in (lambda: store.append("prod", 0, [NewEvent("T", {}, {})]),
+                     lambda: store.append("prod", 0, [], idempotency=[IdempotencyRecord("k", "f", 200, {})]),
+                     lambda: store.read("prod"),
+                     lambda: store.verify("prod"),
+                     lambda: store.outbox_batch()):
+            try:
+                await call()
+            except StoreUnavailable:
+                pass
+            else:
+                raise AssertionError("expected StoreUnavailable")
+    finally:
+        await store.close()
+
+
+async def test_a_locked_sqlite_database_raises_store_unavailable(tmp_path, monkeypatch) -> None:
+    from service.store import sql as sql_module
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'locked.db'}"
+    await upgrade(url)
+    monkeypatch.setattr(sql_module, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    holder, store = open_store(url), open_store(url)
+    try:
+        async with holder.engine.connect() as conn:
+            await conn.execution_options(gp_write=True)
+            async with conn.begin():  # holds the write lock
+                try:
+                    await store.append("prod", 0, [NewEvent("T", {}, {})])
+                except StoreUnavailable:
+                    pass
+                else:
+                    raise AssertionError("expected StoreUnavailable")
+        assert [e.position for e in await store.append("prod", 0, [NewEvent("T", {}, {})])] == [1]
+    finally:
+        await holder.close()
+        await store.close()
+
+
+async def test_empty_append_checks_position_and_records_extras(pg_database_url: str) -> None:
+    """On PostgreSQL an append without events takes the transactional path."""
+    store = open_store(pg_database_url)
+    try:
+        cluster = "empty-append"
+        await store.append(cluster, 0, [NewEvent("T", {}, {})])
+        assert await store.append(cluster, 1, [], idempotency=[IdempotencyRecord("empty-k", "f", 200, {})]) == []
+        assert (await store.get_idempotency("empty-k")).status == 200
+        try:
+            await store.append(cluster, 0, [])
+        except ConcurrencyConflict as exc:
+            assert exc.actual == 1
+        else:
+            raise AssertionError("expected ConcurrencyConflict")
+    finally:
+        await store.close()
