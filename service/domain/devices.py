@@ -579,10 +579,6 @@ def _constrained(t: _Template, full: list[tuple[int, ...]], free: list[list[int]
 
 
 # -- state access ------------------------------------------------------------------------------
-def _ds(state: "ClusterState") -> DeviceState:
-    return state.dra
-
-
 def _info(state: "ClusterState", g: "Group") -> _GroupInfo:
     ds = state.dra
     key = (g.workload.position, g.index)
@@ -833,7 +829,6 @@ class Release:
         left: dict[int, int] = {}
         wl_left: dict[int, int] = {}
         self.freed: list[np.ndarray] = []
-        self.shared: list[bool] = []
         for g, pods in units:
             if id(g) not in left:
                 left[id(g)] = g.placed
@@ -865,7 +860,6 @@ class Release:
                 if left[id(g)] == 0:
                     wl_left[wl.position] -= 1
             self.freed.append(np.array(ids, dtype=np.int64))
-            self.shared.append(any(ds.devices[d].kind != _NODE for d in ids))
         self.applied = 0
 
     def set_prefix(self, units: int) -> None:
