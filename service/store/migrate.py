@@ -63,8 +63,11 @@ async def upgrade(url: str, revision: str = "head") -> None:
     """Apply pending migrations (all of them by default) in one transaction."""
     engine = make_engine(normalize_url(url))
     try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_run_upgrade, alembic_config(), revision)
+        async with engine.connect() as conn:
+            # SQLite: BEGIN IMMEDIATE, so that concurrent upgrades queue instead of failing.
+            await conn.execution_options(gp_write=True)
+            async with conn.begin():
+                await conn.run_sync(_run_upgrade, alembic_config(), revision)
     finally:
         await engine.dispose()
 

@@ -211,6 +211,13 @@ def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
 PG_APPEND_UPDATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_UPDATE))
 PG_APPEND_CREATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_CREATE))
 
+_PG_HEAD = "SELECT last_position, head_hash FROM clusters WHERE name = $1"
+_PG_IDEMPOTENCY = "SELECT key, fingerprint, status, body, cluster, position FROM idempotency WHERE key = $1"
+_PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
+            " FROM events WHERE cluster = $1 AND position > $2 ORDER BY position LIMIT $3")
+_PG_READ_UNTIL = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
+                  " FROM events WHERE cluster = $1 AND position > $2 AND position <= $4 ORDER BY position LIMIT $3")
+
 _HEAD_CACHE_MAX = 10_000
 
 
@@ -281,11 +288,14 @@ def _convert(rows: Sequence[Any]) -> list[StoredEvent]:
 class SqlEventStore:
     """EventStore (service.store.base) on PostgreSQL or SQLite. See the module docstring."""
 
-    def __init__(self, url: str, *, engine: AsyncEngine | None = None):
+    def __init__(self, url: str):
         self.url = normalize_url(url)
-        self._engine = engine or make_engine(self.url)
+        self._engine = make_engine(self.url)
         self.dialect = self._engine.dialect.name
         self._is_sqlite = self.dialect == "sqlite"
+        # Single-statement reads: on PostgreSQL without BEGIN/ROLLBACK round trips (same pool).
+        self._reader = self._engine if self._is_sqlite else \
+            self._engine.execution_options(isolation_level="AUTOCOMMIT")
         self._insert = sqlite.insert if self._is_sqlite else postgresql.insert
         # In-process queue for SQLite writers (BEGIN IMMEDIATE serialises across processes).
         self._write_lock: asyncio.Lock | None = asyncio.Lock() if self._is_sqlite else None
@@ -309,9 +319,12 @@ class SqlEventStore:
         self._heads.pop(cluster, None)
 
     async def _read_head(self, cluster: str) -> tuple[int, str]:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(sa.select(t_clusters.c.last_position, t_clusters.c.head_hash)
-                                      .where(t_clusters.c.name == cluster))).first()
+        if not self._is_sqlite:
+            row = await self._pg("fetchrow", _PG_HEAD, cluster)
+        else:
+            async with self._reader.connect() as conn:
+                row = (await conn.execute(sa.select(t_clusters.c.last_position, t_clusters.c.head_hash)
+                                          .where(t_clusters.c.name == cluster))).first()
         return (0, GENESIS_HASH) if row is None else (int(row[0]), row[1])
 
     # ------------------------------------------------------------------ transactions
@@ -442,7 +455,15 @@ class SqlEventStore:
                 "f_partition": [r["partition"] for r in offset_rows], "f_offset": [r["offset"] for r in offset_rows],
             }
             sql, names = PG_APPEND_CREATE if expected == 0 else PG_APPEND_UPDATE
-            matched = await self._pg_fetchval(sql, [params[n] for n in names], cluster, expected, idem_rows)
+            try:
+                matched = await self._pg("fetchval", sql, *(params[n] for n in names))
+            except asyncpg.UniqueViolationError as exc:
+                constraint = _constraint_name(exc)
+                if constraint == "idempotency_pkey":
+                    raise IdempotencyKeyTaken(", ".join(r["key"] for r in idem_rows)) from exc
+                if constraint == "events_pkey":  # cannot happen behind the guard; never fork
+                    raise ConcurrencyConflict(cluster, expected, None) from exc
+                raise
             if matched == 1:
                 return stored
             # The guard matched no row: another writer got there first, or the cached head
@@ -453,25 +474,17 @@ class SqlEventStore:
                 raise ConcurrencyConflict(cluster, expected, last)
         raise ConcurrencyConflict(cluster, expected, None)
 
-    async def _pg_fetchval(self, sql: str, args: list[Any], cluster: str, expected: int,
-                           idem_rows: list[dict[str, Any]]) -> Any:
-        """Run one statement on a pooled asyncpg connection, outside any transaction (it
-        commits on its own). A connection that failed other than with a server-side error
-        (lost, cancelled mid-statement) is discarded, never returned to the pool."""
+    async def _pg(self, method: str, sql: str, *args: Any) -> Any:
+        """Run one statement with asyncpg's `method` (fetch, fetchrow, fetchval) on a pooled
+        connection, outside any transaction (a write commits on its own): the hot paths skip
+        SQLAlchemy's per-statement overhead. A connection that failed other than with a
+        server-side error (lost, cancelled mid-statement) is discarded, never pooled again."""
         raw_conn = await self._engine.raw_connection()
         healthy = False
         try:
-            result = await raw_conn.driver_connection.fetchval(sql, *args)
+            result = await getattr(raw_conn.driver_connection, method)(sql, *args)
             healthy = True
             return result
-        except asyncpg.UniqueViolationError as exc:
-            healthy = True
-            constraint = _constraint_name(exc)
-            if constraint == "idempotency_pkey":
-                raise IdempotencyKeyTaken(", ".join(r["key"] for r in idem_rows)) from exc
-            if constraint == "events_pkey":  # cannot happen behind the guard; never fork
-                raise ConcurrencyConflict(cluster, expected, None) from exc
-            raise
         except asyncpg.PostgresError as exc:
             healthy = not isinstance(exc, asyncpg.exceptions.OperatorInterventionError)
             raise
@@ -570,8 +583,14 @@ class SqlEventStore:
         """Events with after < position (<= until), in position order, at most `limit`."""
         if limit is not None and limit <= 0:
             return []
-        async with self._engine.connect() as conn:
-            rows = (await conn.execute(self._select_events(cluster, after, until, limit))).all()
+        if not self._is_sqlite:
+            if until is None:
+                rows = await self._pg("fetch", _PG_READ, cluster, after, limit)
+            else:
+                rows = await self._pg("fetch", _PG_READ_UNTIL, cluster, after, limit, until)
+        else:
+            async with self._reader.connect() as conn:
+                rows = (await conn.execute(self._select_events(cluster, after, until, limit))).all()
         events = _convert(rows)
         if events:
             self._remember_head(cluster, events[-1].position, events[-1].hash)
@@ -595,17 +614,20 @@ class SqlEventStore:
 
     @_translating
     async def clusters(self) -> list[tuple[str, int]]:
-        async with self._engine.connect() as conn:
+        async with self._reader.connect() as conn:
             rows = (await conn.execute(sa.select(t_clusters.c.name, t_clusters.c.last_position)
                                        .order_by(t_clusters.c.name))).all()
         return [(name, int(last)) for name, last in rows]
 
     @_translating
     async def get_idempotency(self, key: str) -> IdempotencyRecord | None:
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(
-                sa.select(t_idem.c.key, t_idem.c.fingerprint, t_idem.c.status, t_idem.c.body,
-                          t_idem.c.cluster, t_idem.c.position).where(t_idem.c.key == key))).first()
+        if not self._is_sqlite:
+            row = await self._pg("fetchrow", _PG_IDEMPOTENCY, key)
+        else:
+            async with self._reader.connect() as conn:
+                row = (await conn.execute(
+                    sa.select(t_idem.c.key, t_idem.c.fingerprint, t_idem.c.status, t_idem.c.body,
+                              t_idem.c.cluster, t_idem.c.position).where(t_idem.c.key == key))).first()
         if row is None:
             return None
         return IdempotencyRecord(key=row[0], fingerprint=row[1], status=int(row[2]), body=json.loads(row[3]),
@@ -688,7 +710,7 @@ class SqlEventStore:
                 .order_by(t_snapshots.c.position.desc()).limit(1))
         if at_or_before is not None:
             stmt = stmt.where(t_snapshots.c.position <= at_or_before)
-        async with self._engine.connect() as conn:
+        async with self._reader.connect() as conn:
             row = (await conn.execute(stmt)).first()
         if row is None:
             return None
@@ -707,7 +729,7 @@ class SqlEventStore:
     @_translating
     async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]:
         """Unsent rows in id order (a cluster's rows are in position order)."""
-        async with self._engine.connect() as conn:
+        async with self._reader.connect() as conn:
             rows = (await conn.execute(
                 sa.select(t_outbox.c.id, t_outbox.c.topic, t_outbox.c.key, t_outbox.c.value,
                           t_outbox.c.headers, t_outbox.c.cluster, t_outbox.c.position)
@@ -728,7 +750,7 @@ class SqlEventStore:
 
     @_translating
     async def stored_offsets(self, group: str, topic: str) -> dict[int, int]:
-        async with self._engine.connect() as conn:
+        async with self._reader.connect() as conn:
             rows = (await conn.execute(
                 sa.select(t_offsets.c.partition, t_offsets.c.offset)
                 .where(t_offsets.c.group == group, t_offsets.c.topic == topic))).all()
@@ -738,7 +760,7 @@ class SqlEventStore:
 
     async def ping(self) -> bool:
         try:
-            async with self._engine.connect() as conn:
+            async with self._reader.connect() as conn:
                 await conn.execute(sa.text("SELECT 1"))
             return True
         except Exception:  # noqa: BLE001 - health check: any failure means "down"

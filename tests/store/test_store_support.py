@@ -137,3 +137,17 @@ async def test_empty_append_checks_position_and_records_extras(pg_database_url: 
             raise AssertionError("expected ConcurrencyConflict")
     finally:
         await store.close()
+
+
+async def test_concurrent_upgrades_queue_instead_of_failing(tmp_path) -> None:
+    """Several replicas may start at once, each applying migrations."""
+    import asyncio
+
+    from service.store.testing import temporary_postgres_database
+
+    sqlite_url = f"sqlite+aiosqlite:///{tmp_path / 'race.db'}"
+    await asyncio.gather(*(upgrade(sqlite_url) for _ in range(3)))
+    assert await schema_is_current(sqlite_url)
+    async with temporary_postgres_database() as pg_url:
+        await asyncio.gather(*(upgrade(pg_url) for _ in range(3)))
+        assert await schema_is_current(pg_url)
