@@ -1,0 +1,76 @@
+"""Shared pieces of the body models: strict model base, quantities, resource maps."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, PlainValidator, WithJsonSchema
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from service.domain.quantity import QuantityError, parse_quantity
+from service.schemas.errors import raise_errors
+from service.schemas.names import QUALIFIED_NAME_PATTERN, qualified_name_error
+
+PRIORITY_MIN = -2147483648
+PRIORITY_MAX = 1000000000
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+
+QUANTITY_PATTERN = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+QUANTITY_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "string", "pattern": QUANTITY_PATTERN}, {"type": "integer", "minimum": 0}],
+    "description": "A Kubernetes quantity (\"500m\", \"2\", \"64Gi\", \"1.5\") or a non-negative integer; "
+                   "cpu is held in millicores, every other resource in whole base units.",
+}
+
+
+class StrictModel(BaseModel):
+    """Bodies are validated like `kubectl --validate=strict`: unknown fields are errors, JSON types
+    are never coerced (an int is an int, a string a string), names are the camelCase aliases."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=False,
+        serialize_by_alias=True,
+        hide_input_in_errors=True,
+        frozen=True,
+    )
+
+
+def quantity_error(value: Any, resource: str) -> str | None:
+    try:
+        parse_quantity(value, resource)
+    except QuantityError as exc:
+        return str(exc)
+    return None
+
+
+def _validate_resources(value: Any) -> dict[str, Any]:
+    """A map resource name → quantity; every error names its key."""
+    if not isinstance(value, dict):
+        raise PydanticCustomError("dict_type", "Input should be an object")
+    errors: list[tuple[tuple[str, ...], str]] = []
+    for key, amount in value.items():
+        if (reason := qualified_name_error(key)) is not None:
+            errors.append(((key, "[key]"), f"invalid resource name: {reason}"))
+        elif (reason := quantity_error(amount, key)) is not None:
+            errors.append(((key,), reason))
+    raise_errors("resources", errors)
+    return value
+
+
+Resources = Annotated[
+    dict[str, Any],
+    PlainValidator(_validate_resources),
+    WithJsonSchema({
+        "type": "object",
+        "propertyNames": {"type": "string", "pattern": QUALIFIED_NAME_PATTERN},
+        "additionalProperties": QUANTITY_SCHEMA,
+        "description": "Resource name → quantity.",
+    }),
+]

@@ -1,0 +1,149 @@
+"""Body validation: raw bytes (or an already-decoded JSON value) in, the body as sent out.
+
+`validate_body` is the one entry point of HTTP and Kafka for bodies. JSON is decoded
+strictly (UTF-8 only, no duplicate keys, no NaN/Infinity, no lone surrogates), then
+checked by the strict pydantic models. Every failure is an InputValidationError whose
+errors are located from the root of the request (`["body", ...]` by default).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Sequence
+
+from pydantic import ValidationError
+
+from service.schemas.common import StrictModel
+from service.schemas.devices import DeviceClass, ResourceSlice
+from service.schemas.errors import InputValidationError, pydantic_errors
+from service.schemas.inventory import Node, PriorityClass
+from service.schemas.workload import Workload
+
+BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload"]
+BODY_MODELS: dict[str, type[StrictModel]] = {
+    "Node": Node,
+    "DeviceClass": DeviceClass,
+    "ResourceSlice": ResourceSlice,
+    "PriorityClass": PriorityClass,
+    "Workload": Workload,
+}
+# Kinds whose name is the object's address (the URL path, the Kafka envelope): an optional
+# `name` in the body must equal it, and is dropped from the validated body.
+ADDRESSED_BY_NAME = frozenset({"Node", "DeviceClass", "ResourceSlice", "PriorityClass"})
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(f"duplicate key {key!r}")
+            seen.add(key)
+    return result
+
+
+class _Constant(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _Constant(f"{name} is not valid JSON")
+
+
+def _lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            strings: Sequence[str] = (item,)
+        elif isinstance(item, dict):
+            strings = list(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+            continue
+        else:
+            continue
+        for text in strings:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
+
+
+def parse_json(raw: bytes | bytearray | memoryview | str, loc: Sequence[str | int] = ("body",)) -> Any:
+    """Decode one JSON document strictly; InputValidationError at `loc` otherwise."""
+    def fail(msg: str) -> InputValidationError:
+        return InputValidationError.single(loc, msg)
+
+    if isinstance(raw, str):
+        text = raw
+    else:
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise fail(f"Invalid JSON: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        raise fail("Invalid JSON: empty body")
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise fail(f"Invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except _DuplicateKey as exc:
+        raise fail(f"Invalid JSON: {exc}") from None
+    except RecursionError:
+        raise fail("Invalid JSON: nested too deeply") from None
+    except _Constant as exc:  # NaN, Infinity, -Infinity
+        raise fail(f"Invalid JSON: {exc}") from None
+    except ValueError:  # integers beyond Python's digit limit (4300)
+        raise fail("Invalid JSON: a number is too large") from None
+    if _lone_surrogate(value):
+        raise fail("Invalid JSON: a string holds an unpaired UTF-16 surrogate")
+    return value
+
+
+def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[str, Any], *,
+                  name: str | None = None, namespace: str | None = None,
+                  loc: Sequence[str | int] = ("body",)) -> dict[str, Any]:
+    """Validate a body of `kind` ("Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload").
+
+    Returns the body as the user sent it: a plain JSON dict (`model_dump(mode="json",
+    by_alias=True, exclude_unset=True)`: no defaults filled in), except that the address
+    fields are dropped: `name` from inventory bodies (the name is the path segment or the
+    envelope's `name`) and `namespace` from workload bodies. When a body carries them anyway
+    they must equal `name` / `namespace` as given here (when given), else it is an error.
+    A workload body always carries its `name`; when `name` is given it must equal it.
+
+    Raises InputValidationError (errors located under `loc`).
+    """
+    model = BODY_MODELS.get(kind)
+    if model is None:
+        raise ValueError(f"unknown body kind {kind!r}")
+    value = raw if isinstance(raw, dict) else parse_json(raw, loc)
+    if not isinstance(value, dict):
+        raise InputValidationError.single(loc, "Input should be a JSON object")
+    try:
+        validated = model.model_validate(value, strict=True)
+    except ValidationError as exc:
+        raise InputValidationError(pydantic_errors(exc, loc)) from None
+    except RecursionError:  # pragma: no cover - the models are not recursive
+        raise InputValidationError.single(loc, "nested too deeply") from None
+    body = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    errors: list[dict[str, Any]] = []
+    if name is not None and "name" in body and body["name"] != name:
+        errors.append({"loc": [*loc, "name"], "msg": f"must equal the name the request addresses ({name!r})"})
+    if namespace is not None and "namespace" in body and body["namespace"] != namespace:
+        errors.append({"loc": [*loc, "namespace"],
+                       "msg": f"must equal the namespace the request addresses ({namespace!r})"})
+    if errors:
+        raise InputValidationError(errors)
+    if kind in ADDRESSED_BY_NAME:
+        body.pop("name", None)
+    if kind == "Workload":
+        body.pop("namespace", None)
+    return body

@@ -1,0 +1,135 @@
+"""The workload body (model.md, *Workloads and pod groups*)."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, StrictInt, model_validator
+
+from service.schemas.common import PRIORITY_MAX, PRIORITY_MIN, PreemptionPolicy, Resources, StrictModel
+from service.schemas.devices import ResourceClaimSpec
+from service.schemas.errors import duplicate_names as _duplicates, raise_errors
+from service.schemas.names import DNSLabel, DNSSubdomain, LabelMap, QualifiedName
+
+MAX_POD_GROUPS = 8
+MAX_PODS_PER_WORKLOAD = 10_000
+MAX_CLAIMS = 32
+MAX_TEMPLATES = 32
+
+Errors = list[tuple[tuple[Any, ...], str]]
+
+
+class BasicPolicy(StrictModel):
+    """Every pod is placed on its own: `{}`."""
+
+
+class GangPolicy(StrictModel):
+    """All-or-nothing: at least `minCount` pods, tried in pod order, or none."""
+    min_count: StrictInt = Field(ge=1, le=MAX_PODS_PER_WORKLOAD)
+
+
+class SchedulingPolicy(StrictModel):
+    """Exactly one of `basic` or `gang`."""
+    basic: BasicPolicy = None
+    gang: GangPolicy = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SchedulingPolicy":
+        if (self.basic is None) == (self.gang is None):
+            raise_errors("SchedulingPolicy", [((), "exactly one of basic or gang must be set")])
+        return self
+
+
+class Topology(StrictModel):
+    key: QualifiedName = Field(description="A node label: every pod of the group lands on nodes sharing one value of it.")
+
+
+class ResourceClaimEntry(StrictModel):
+    """A claim made from one of the workload's `resourceClaimTemplates`."""
+    name: DNSLabel
+    resource_claim_template_name: DNSLabel
+
+
+class ResourceClaimTemplate(StrictModel):
+    name: DNSLabel
+    spec: ResourceClaimSpec
+
+
+class PodEntry(StrictModel):
+    """`count` pods named `<name>-0` … `<name>-<count-1>`."""
+    name: DNSLabel
+    count: StrictInt = Field(1, ge=1, le=MAX_PODS_PER_WORKLOAD)
+    requests: Resources = Field(default_factory=dict)
+    node_selector: LabelMap = Field(default_factory=dict)
+    resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
+
+    @model_validator(mode="after")
+    def _check(self) -> "PodEntry":
+        errors: Errors = []
+        _duplicates(errors, ("resourceClaims",), [c.name for c in self.resource_claims])
+        raise_errors("PodEntry", errors)
+        return self
+
+
+class PodGroup(StrictModel):
+    name: DNSLabel
+    scheduling_policy: SchedulingPolicy
+    disruption_mode: Literal["Single", "All"] = "Single"
+    topology: Topology = None
+    resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
+    pods: list[PodEntry] = Field(min_length=1, max_length=MAX_PODS_PER_WORKLOAD)
+
+    @property
+    def pod_count(self) -> int:
+        return sum(entry.count for entry in self.pods)
+
+    @model_validator(mode="after")
+    def _check(self) -> "PodGroup":
+        errors: Errors = []
+        _duplicates(errors, ("pods",), [p.name for p in self.pods])
+        _duplicates(errors, ("resourceClaims",), [c.name for c in self.resource_claims])
+        gang = self.scheduling_policy.gang
+        if gang is not None and gang.min_count > self.pod_count:
+            errors.append((("schedulingPolicy", "gang", "minCount"),
+                           f"must be at most the group's pod count ({self.pod_count})"))
+        raise_errors("PodGroup", errors)
+        return self
+
+
+class Workload(StrictModel):
+    """A workload: `POST /v1/clusters/{cluster}/namespaces/{namespace}/workloads`."""
+    name: DNSLabel
+    namespace: DNSLabel = Field(None, description="Optional; when given, it must equal the namespace in the path.")
+    priority: StrictInt = Field(None, ge=PRIORITY_MIN, le=PRIORITY_MAX,
+                                description="Either this or priorityClassName; neither means 0.")
+    priority_class_name: DNSSubdomain = None
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    pod_groups: list[PodGroup] = Field(min_length=1, max_length=MAX_POD_GROUPS)
+    resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
+    resource_claim_templates: list[ResourceClaimTemplate] = Field(default_factory=list, max_length=MAX_TEMPLATES)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Workload":
+        errors: Errors = []
+        if self.priority is not None and self.priority_class_name is not None:
+            errors.append((("priorityClassName",), "must not be set together with priority"))
+        _duplicates(errors, ("podGroups",), [g.name for g in self.pod_groups])
+        _duplicates(errors, ("resourceClaims",), [c.name for c in self.resource_claims])
+        _duplicates(errors, ("resourceClaimTemplates",), [t.name for t in self.resource_claim_templates])
+        total = sum(group.pod_count for group in self.pod_groups)
+        if total > MAX_PODS_PER_WORKLOAD:
+            errors.append((("podGroups",), f"a workload has at most {MAX_PODS_PER_WORKLOAD} pods (this one has {total})"))
+        templates = {t.name for t in self.resource_claim_templates}
+
+        def check_claims(loc: tuple[Any, ...], claims: list[ResourceClaimEntry]) -> None:
+            for index, claim in enumerate(claims):
+                if claim.resource_claim_template_name not in templates:
+                    errors.append(((*loc, index, "resourceClaimTemplateName"),
+                                   f"no resourceClaimTemplates entry named {claim.resource_claim_template_name!r}"))
+
+        check_claims(("resourceClaims",), self.resource_claims)
+        for g, group in enumerate(self.pod_groups):
+            check_claims(("podGroups", g, "resourceClaims"), group.resource_claims)
+            for p, entry in enumerate(group.pods):
+                check_claims(("podGroups", g, "pods", p, "resourceClaims"), entry.resource_claims)
+        raise_errors("Workload", errors)
+        return self
