@@ -1,0 +1,99 @@
+"""Access control (http.md, *Access*): bearer tokens mapped to roles.
+
+Each route handler declares what it needs in `opt["access"]`:
+
+| access | admin | auditor | submitter |
+|---|---|---|---|
+| inventory:write | yes | – | – |
+| inventory:read, clusters | yes | yes | yes |
+| workloads:write | yes | – | its namespaces (path) |
+| workloads:read | yes | yes | its namespaces (path) |
+| workloads:list | yes | yes | `?namespace=` one of its namespaces |
+| audit | yes | yes | – |
+| public (health, metrics, OpenAPI) | anyone, no token needed |
+
+The check runs as a Litestar guard: after routing (404/405 first), before the body is read,
+so a request without a valid token (401) or with one whose role does not cover it (403)
+never reaches the service and records nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.handlers.base import BaseRouteHandler
+
+from service.api.settings import ANONYMOUS, ApiSettings, Principal
+
+PRINCIPAL_KEY = "gangplank_principal"
+WWW_AUTHENTICATE = {"WWW-Authenticate": 'Bearer realm="gangplank"'}
+
+INVENTORY_WRITE = "inventory:write"
+INVENTORY_READ = "inventory:read"
+CLUSTERS = "clusters"
+WORKLOADS_WRITE = "workloads:write"
+WORKLOADS_READ = "workloads:read"
+WORKLOADS_LIST = "workloads:list"
+AUDIT = "audit"
+PUBLIC = "public"
+
+_AUDITOR = {INVENTORY_READ, CLUSTERS, WORKLOADS_READ, WORKLOADS_LIST, AUDIT}
+_SUBMITTER = {INVENTORY_READ, CLUSTERS}
+
+
+def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    return connection.scope.get("state", {}).get(PRINCIPAL_KEY, ANONYMOUS)
+
+
+def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    values = connection.headers.getall("authorization", [])
+    if len(values) != 1:
+        return None
+    scheme, _, token = values[0].strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+class Authorizer:
+    """The guard; one per app (it holds the token digests of the app's settings)."""
+
+    def __init__(self, settings: ApiSettings):
+        self._open = settings.is_open
+        self._principals = settings.principals()
+
+    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+        access = handler.opt.get("access")
+        if access is None or access == PUBLIC or self._open:
+            return
+        token = _bearer(connection)
+        principal = self._principals.get(hashlib.sha256(token.encode("utf-8")).hexdigest()) if token else None
+        if principal is None or principal.grant is None:
+            detail = "a valid bearer token is required" if token is None else "the bearer token is not valid"
+            raise NotAuthorizedException(detail=detail, headers=WWW_AUTHENTICATE)
+        connection.scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
+        grant = principal.grant
+        if grant.role == "admin":
+            return
+        if grant.role == "auditor":
+            if access in _AUDITOR:
+                return
+            raise PermissionDeniedException(detail=f"the auditor role may only read (this needs {access})")
+        # submitter
+        if access in _SUBMITTER:
+            return
+        if access in (WORKLOADS_WRITE, WORKLOADS_READ):
+            namespace = connection.path_params.get("namespace")
+            if grant.covers_namespace(namespace):
+                return
+            raise PermissionDeniedException(detail=f"this token may not act on namespace {namespace!r}")
+        if access == WORKLOADS_LIST:
+            namespace = connection.query_params.get("namespace")
+            if grant.covers_namespace(namespace):
+                return
+            raise PermissionDeniedException(
+                detail="a submitter lists workloads of one of its namespaces: add ?namespace=<one of them>")
+        raise PermissionDeniedException(detail=f"the submitter role does not cover this ({access})")

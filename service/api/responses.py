@@ -1,0 +1,106 @@
+"""Responses and exception handlers: every error is RFC 9457 problem details."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import structlog
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions.http_exceptions import (
+    MethodNotAllowedException,
+    NotAuthorizedException,
+    NotFoundException,
+    PermissionDeniedException,
+)
+
+from service.schemas import problems
+from service.schemas.errors import InputValidationError
+from service.schemas.problems import PROBLEM_CONTENT_TYPE, problem, validation_problem
+
+log = structlog.get_logger("gangplank.api")
+
+JSON = "application/json"
+
+
+def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response[Any]:
+    return Response(content=body, status_code=status, media_type=JSON, headers=dict(headers or {}))
+
+
+def problem_response(document: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response[Any]:
+    return Response(content=document, status_code=int(document["status"]), media_type=PROBLEM_CONTENT_TYPE,
+                    headers=dict(headers or {}))
+
+
+_TYPES = {
+    401: problems.UNAUTHORIZED,
+    403: problems.FORBIDDEN,
+    404: problems.NOT_FOUND,
+    405: problems.METHOD_NOT_ALLOWED,
+    413: problems.TOO_LARGE,
+}
+
+
+def _wire_name(request: Request[Any, Any, Any], key: str) -> str:
+    """The name a parameter has in the request (`dryRun`), not in Python (`dry_run`)."""
+    try:
+        field = request.route_handler.parsed_fn_signature.parameters.get(key)
+        name = getattr(getattr(field, "kwarg_definition", None), "name", None)
+    except Exception:  # no route (404) or no signature: keep the key
+        return key
+    return name if isinstance(name, str) and name else key
+
+
+def _litestar_validation_errors(request: Request[Any, Any, Any], exc: ValidationException) -> list[dict[str, Any]]:
+    """Litestar's parameter errors ({"message", "key", "source"}) as {"loc", "msg"}."""
+    errors = []
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    for item in extra:
+        if not isinstance(item, dict):
+            continue
+        source = item.get("source") or "request"
+        source = str(getattr(source, "value", source))  # ParamType.QUERY → "query"
+        key = item.get("key")
+        loc = [source, _wire_name(request, str(key))] if key is not None else [source]
+        errors.append({"loc": loc, "msg": str(item.get("message") or "invalid value")})
+    return errors or [{"loc": ["request"], "msg": str(exc.detail)}]
+
+
+def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    headers = dict(exc.headers or {})
+    if isinstance(exc, ValidationException):
+        return problem_response(validation_problem(_litestar_validation_errors(request, exc)), headers)
+    status = exc.status_code
+    if status == 500 and exc.detail == "client disconnected prematurely":
+        # the client hung up while sending its body: nobody reads this answer, and it is not our failure
+        log.info("api.client_disconnected", method=request.method, path=request.url.path)
+        return problem_response(problem(400, "the client disconnected before sending the whole body"), headers)
+    if isinstance(exc, NotFoundException) and exc.detail == "Not Found":
+        detail = f"no route matches {request.url.path}"
+    elif isinstance(exc, MethodNotAllowedException):
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    elif status == 413:
+        detail = "the request body is larger than the limit"
+    elif isinstance(exc, (NotAuthorizedException, PermissionDeniedException)):
+        detail = exc.detail
+    else:
+        detail = exc.detail
+    if status >= 500:
+        log.error("api.http_exception", status=status, detail=exc.detail, path=request.url.path)
+    return problem_response(problem(status, detail, type=_TYPES.get(status)), headers)
+
+
+def handle_input_error(request: Request[Any, Any, Any], exc: InputValidationError) -> Response[Any]:
+    return problem_response(exc.problem())
+
+
+def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.exception("api.unhandled", method=request.method, path=request.url.path, error=type(exc).__name__)
+    return problem_response(problem(500, "the server failed to answer this request; it has been logged",
+                                    type=problems.INTERNAL))
+
+
+EXCEPTION_HANDLERS = {
+    InputValidationError: handle_input_error,
+    HTTPException: handle_http_exception,
+    Exception: handle_unexpected,
+}

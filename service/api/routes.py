@@ -1,0 +1,352 @@
+"""Route handlers of http.md. Thin: validate → Command/Origin → Gangplank → Response."""
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime, timezone
+from typing import Annotated, Any, Callable, Literal
+
+from litestar import Request, Response, Router, delete, get, post, put
+from litestar.handlers import HTTPRouteHandler
+from litestar.params import PathParameter, QueryParameter
+
+from service.api import auth
+from service.api.auth import principal_of
+from service.api.responses import json_response, problem_response
+from service.app.commands import Command, Origin, Outcome
+from service.app.service import Gangplank
+from service.api.metrics import render as render_metrics
+from service.schemas import problems
+from service.schemas.envelope import idempotency_key_error
+from service.schemas.errors import InputValidationError
+from service.schemas.names import (
+    CLUSTER_PATTERN,
+    DNS1123_LABEL_PATTERN,
+    DNS1123_SUBDOMAIN_PATTERN,
+    cluster_name_error,
+    dns1123_label_error,
+    dns1123_subdomain_error,
+)
+from service.schemas.problems import problem
+from service.schemas.validate import validate_body
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+MAX_POSITION = 2**63 - 1  # positions are BIGINTs in the store
+REPLAYED_HEADER = "Idempotent-Replayed"
+STATE_KEY = "gangplank"
+
+ClusterSegment = Annotated[str, PathParameter(description="Cluster name.",
+                                          schema_extra={"pattern": CLUSTER_PATTERN, "max_length": 63})]
+NamespaceSegment = Annotated[str, PathParameter(description="Namespace (DNS-1123 label).",
+                                            schema_extra={"pattern": DNS1123_LABEL_PATTERN, "max_length": 63})]
+WorkloadSegment = Annotated[str, PathParameter(description="Workload name (DNS-1123 label).",
+                                           schema_extra={"pattern": DNS1123_LABEL_PATTERN, "max_length": 63})]
+ObjectSegment = Annotated[str, PathParameter(description="Object name (DNS-1123 subdomain).",
+                                         schema_extra={"pattern": DNS1123_SUBDOMAIN_PATTERN, "max_length": 253})]
+
+_SEGMENT_CHECKS: dict[str, Callable[[str], str | None]] = {
+    "cluster": cluster_name_error,
+    "namespace": dns1123_label_error,
+    "workload": dns1123_label_error,
+    "object": dns1123_subdomain_error,
+}
+
+
+def service_of(request: Request[Any, Any, Any]) -> Gangplank:
+    return request.app.state[STATE_KEY]
+
+
+def check_segments(*segments: tuple[str, str, str]) -> None:
+    """(param name, value, kind) → 422 at ["path", name] for every bad segment."""
+    errors = []
+    for param, value, kind in segments:
+        if (reason := _SEGMENT_CHECKS[kind](value)) is not None:
+            errors.append({"loc": ["path", param], "msg": reason})
+    if errors:
+        raise InputValidationError(errors)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _idempotency_key(request: Request[Any, Any, Any]) -> tuple[str | None, list[dict[str, Any]]]:
+    values = request.headers.getall(IDEMPOTENCY_KEY, [])
+    if not values:
+        return None, []
+    if len(values) > 1:
+        return None, [{"loc": ["header", IDEMPOTENCY_KEY], "msg": "must be given at most once"}]
+    key = values[0]
+    if (reason := idempotency_key_error(key)) is not None:
+        return None, [{"loc": ["header", IDEMPOTENCY_KEY], "msg": reason}]
+    return key, []
+
+
+def fingerprint(method: str, raw_path: bytes, query_string: bytes, body: bytes) -> str:
+    """sha256 over method, path (with query) and the body bytes: what makes a retry 'the same request'."""
+    target = raw_path + (b"?" + query_string if query_string else b"")
+    digest = hashlib.sha256()
+    for part in (method.upper().encode("ascii"), target):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def outcome_response(outcome: Outcome, *, location: str | None = None) -> Response[Any]:
+    headers: dict[str, str] = {}
+    if outcome.replayed:
+        headers[REPLAYED_HEADER] = "true"
+    status = int(outcome.status)
+    if status >= 400:
+        document = dict(outcome.body)
+        document.setdefault("title", problems.title_for(status))
+        document.setdefault("type", problems.type_for(document["title"]))
+        document["status"] = status
+        document.setdefault("detail", document["title"])
+        return problem_response(document, headers)
+    if status == 201 and location:
+        headers["Location"] = location
+    return json_response(outcome.body, status, headers)
+
+
+async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[str, Any] | None], Command], *,
+                  body_kind: str | None = None, body_name: str | None = None, body_namespace: str | None = None,
+                  dry_run: bool = False, location: Callable[[Command], str] | None = None) -> Response[Any]:
+    """Read and validate (Idempotency-Key, body), run one command, answer with its Outcome."""
+    raw = await request.body() if body_kind is not None else b""  # 413 over the limit, before parsing
+    key, errors = _idempotency_key(request)
+    body: dict[str, Any] | None = None
+    if body_kind is not None:
+        try:
+            body = validate_body(body_kind, raw, name=body_name, namespace=body_namespace)
+        except InputValidationError as exc:
+            errors = [*errors, *exc.errors]
+    if errors:
+        raise InputValidationError(errors)
+    command = command_for(body)
+    origin = Origin(source="http", actor=principal_of(request).actor, command_id=key or str(uuid.uuid4()),
+                    received_at=_now())
+    scope = request.scope
+    request_fingerprint = fingerprint(request.method, scope.get("raw_path") or scope["path"].encode("utf-8"),
+                         scope.get("query_string", b""), raw)
+    outcome = await service_of(request).execute(
+        command, origin,
+        idempotency_key=None if dry_run else key,
+        fingerprint=None if dry_run or key is None else request_fingerprint,
+        dry_run=dry_run,
+    )
+    return outcome_response(outcome, location=location(command) if location else None)
+
+
+def not_found(detail: str) -> Response[Any]:
+    return problem_response(problem(404, detail, type=problems.NOT_FOUND))
+
+
+# -- inventory ----------------------------------------------------------------------------------
+
+_INVENTORY = (
+    # path segment, body kind, upsert command, remove command, what the views are called
+    ("nodes", "Node", "UpsertNode", "RemoveNode", "node"),
+    ("deviceclasses", "DeviceClass", "UpsertDeviceClass", "RemoveDeviceClass", "device class"),
+    ("resourceslices", "ResourceSlice", "UpsertResourceSlice", "RemoveResourceSlice", "resource slice"),
+    ("priorityclasses", "PriorityClass", "UpsertPriorityClass", None, "priority class"),
+)
+
+
+def _inventory_handlers(segment: str, kind: str, upsert: str, remove: str | None, noun: str) -> list[HTTPRouteHandler]:
+    tags = ["inventory"]
+
+    async def list_(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
+        check_segments(("cluster", cluster, "cluster"))
+        service = service_of(request)
+        items = await (service.list_nodes(cluster) if segment == "nodes" else service.list_objects(cluster, segment))
+        return json_response({"items": items})
+
+    async def get_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment) -> Response[Any]:
+        check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
+        service = service_of(request)
+        view = await (service.get_node(cluster, name) if segment == "nodes"
+                      else service.get_object(cluster, segment, name))
+        if view is None:
+            return not_found(f"{noun} {name!r} not found in cluster {cluster!r}")
+        return json_response(view)
+
+    async def put_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment) -> Response[Any]:
+        check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
+        return await execute(request, lambda body: Command(cluster=cluster, type=upsert, name=name, body=body),
+                             body_kind=kind, body_name=name)
+
+    async def delete_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment) -> Response[Any]:
+        check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
+        return await execute(request, lambda _: Command(cluster=cluster, type=remove, name=name))  # type: ignore[arg-type]
+
+    handlers = [
+        get(f"/{segment}", operation_id=f"list{kind}s", summary=f"List the {noun}s", tags=tags,
+            opt={"access": auth.INVENTORY_READ})(list_),
+        get(f"/{segment}/{{name:str}}", operation_id=f"get{kind}", summary=f"Get a {noun}", tags=tags,
+            opt={"access": auth.INVENTORY_READ})(get_),
+        put(f"/{segment}/{{name:str}}", operation_id=f"put{kind}", summary=f"Create or replace a {noun}", tags=tags,
+            opt={"access": auth.INVENTORY_WRITE, "body": kind})(put_),
+    ]
+    if remove is not None:
+        handlers.append(delete(f"/{segment}/{{name:str}}", operation_id=f"delete{kind}", summary=f"Remove a {noun}",
+                               tags=tags, status_code=200, opt={"access": auth.INVENTORY_WRITE})(delete_))
+    return handlers
+
+
+# -- workloads ----------------------------------------------------------------------------------
+
+Phase = Literal["Pending", "Scheduled", "Finished"]
+
+
+async def submit_workload(
+    request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
+    dry_run: Annotated[bool, QueryParameter(name="dryRun", description="Answer with the view that would result; "
+                                                                   "record nothing.")] = False,
+) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"))
+
+    def command(body: dict[str, Any] | None) -> Command:
+        assert body is not None
+        return Command(cluster=cluster, type="SubmitWorkload", name=body["name"], namespace=namespace, body=body)
+
+    return await execute(request, command, body_kind="Workload", body_namespace=namespace, dry_run=dry_run,
+                         location=lambda c: f"/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{c.name}")
+
+
+async def get_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
+                       name: WorkloadSegment) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
+    view = await service_of(request).get_workload(cluster, namespace, name)
+    if view is None:
+        return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
+    return json_response(view)
+
+
+async def delete_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
+                          name: WorkloadSegment) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
+    return await execute(request, lambda _: Command(cluster=cluster, type="DeleteWorkload", name=name,
+                                                    namespace=namespace))
+
+
+async def workload_history(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
+                           name: WorkloadSegment) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
+    history = await service_of(request).history(cluster, namespace, name)
+    if history is None:
+        return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
+    return json_response(history)
+
+
+async def list_workloads(
+    request: Request[Any, Any, Any], cluster: ClusterSegment,
+    namespace: Annotated[str | None, QueryParameter(name="namespace", description="Only this namespace.",
+                                               schema_extra={"pattern": DNS1123_LABEL_PATTERN})] = None,
+    phase: Annotated[Phase | None, QueryParameter(name="phase", description="Only workloads in this phase.")] = None,
+    limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000, description="Page size.")] = 100,
+    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION,
+                                                     description="The `next` of the previous page.")] = 0,
+) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"))
+    if namespace is not None and (reason := dns1123_label_error(namespace)) is not None:
+        raise InputValidationError.single(["query", "namespace"], reason)
+    page = await service_of(request).list_workloads(cluster, namespace=namespace, phase=phase, limit=limit,
+                                                    after=after)
+    return json_response(page)
+
+
+# -- audit and replay ---------------------------------------------------------------------------
+
+async def events(
+    request: Request[Any, Any, Any], cluster: ClusterSegment,
+    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION,
+                                                     description="Events after this position.")] = 0,
+    limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000, description="At most this many events.")] = 100,
+    wait: Annotated[float, QueryParameter(name="wait", ge=0, le=30,
+                                     description="Seconds to wait for the first new event.")] = 0,
+) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"))
+    return json_response(await service_of(request).events(cluster, after=after, limit=limit, wait=float(wait)))
+
+
+async def state_at(
+    request: Request[Any, Any, Any], cluster: ClusterSegment,
+    at: Annotated[int | None, QueryParameter(name="at", ge=0, le=MAX_POSITION,
+                                                          description="A position; default: now.")] = None,
+) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"))
+    return json_response(await service_of(request).state_at(cluster, at))
+
+
+async def verify(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"))
+    return json_response(await service_of(request).verify(cluster))
+
+
+def cluster_router() -> Router:
+    """Fresh handler objects on every call: Litestar caches per-app resolutions (guards…) on handlers."""
+    workloads, audit = ["workloads"], ["audit"]
+    handlers: list[Any] = [
+        post("/namespaces/{namespace:str}/workloads", operation_id="submitWorkload", summary="Submit a workload",
+             tags=workloads, status_code=201, opt={"access": auth.WORKLOADS_WRITE, "body": "Workload"})(submit_workload),
+        get("/namespaces/{namespace:str}/workloads/{name:str}", operation_id="getWorkload",
+            summary="Get a workload", tags=workloads, opt={"access": auth.WORKLOADS_READ})(get_workload),
+        delete("/namespaces/{namespace:str}/workloads/{name:str}", operation_id="deleteWorkload",
+               summary="Delete a workload (finished or cancelled)", tags=workloads, status_code=200,
+               opt={"access": auth.WORKLOADS_WRITE})(delete_workload),
+        get("/namespaces/{namespace:str}/workloads/{name:str}/history", operation_id="getWorkloadHistory",
+            summary="Every event about a workload", tags=audit, opt={"access": auth.WORKLOADS_READ})(workload_history),
+        get("/workloads", operation_id="listWorkloads", summary="A page of workload views, in submission order",
+            tags=workloads, opt={"access": auth.WORKLOADS_LIST})(list_workloads),
+        get("/events", operation_id="listEvents", summary="The cluster's events after a position (long poll)",
+            tags=audit, opt={"access": auth.AUDIT})(events),
+        get("/state", operation_id="getState", summary="The cluster as it stood after event N", tags=audit,
+            opt={"access": auth.AUDIT})(state_at),
+        get("/audit/verify", operation_id="verifyChain", summary="Check the cluster's hash chain", tags=audit,
+            opt={"access": auth.AUDIT})(verify),
+    ]
+    for spec in _INVENTORY:
+        handlers.extend(_inventory_handlers(*spec))
+    return Router(path="/v1/clusters/{cluster:str}", route_handlers=handlers)
+
+
+# -- cluster list and operations ----------------------------------------------------------------
+
+async def list_clusters(request: Request[Any, Any, Any]) -> Response[Any]:
+    return json_response({"items": await service_of(request).clusters()})
+
+
+async def healthz() -> Response[Any]:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
+    try:
+        ready, checks = await service_of(request).readiness()
+    except Exception as exc:  # a failing check is "not ready", never a 500
+        return problem_response(problem(503, f"readiness check failed: {type(exc).__name__}", type=problems.NOT_READY))
+    if ready:
+        return json_response({"status": "ready", "checks": checks})
+    return problem_response(problem(503, "not ready", type=problems.NOT_READY, checks=checks))
+
+
+async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
+    body, content_type = render_metrics(request.headers.get("accept"))
+    return Response(content=body, headers={"Content-Type": content_type})
+
+
+def route_handlers() -> list[Any]:
+    operations = ["operations"]
+    return [
+        cluster_router(),
+        get("/v1/clusters", operation_id="listClusters", summary="The clusters with their last positions",
+            tags=["audit"], opt={"access": auth.CLUSTERS})(list_clusters),
+        get("/healthz", operation_id="healthz", summary="The process answers", tags=operations,
+            opt={"access": auth.PUBLIC})(healthz),
+        get("/readyz", operation_id="readyz", summary="Ready to serve (database, schema, Kafka consumer)",
+            tags=operations, opt={"access": auth.PUBLIC})(readyz),
+        get("/metrics", operation_id="metrics", summary="Prometheus metrics", tags=operations,
+            opt={"access": auth.PUBLIC}, media_type="text/plain")(metrics),
+    ]
