@@ -8,8 +8,11 @@ environment: the same inputs give the same decisions, byte for byte.
 from __future__ import annotations
 
 import copy
+import heapq
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import numpy as np
 
 from service.domain import devices as dra
 from service.domain import events as ev
@@ -17,6 +20,7 @@ from service.domain import placement as pl
 from service.domain import preemption as pre
 from service.domain.evolve import evolve
 from service.domain.model import NEVER, PREEMPT_LOWER
+from service.domain.queue import grown_bound, single_shape
 from service.domain.state import ClusterState, Group
 
 
@@ -154,25 +158,83 @@ def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None,
 
 def _pass(state: ClusterState, emit: Emit, only: list[Group] | None) -> None:
     """Sweep pending groups in queue order; an eviction restarts from the head."""
-    groups = only
-    while True:
-        failed: set[tuple] = set()
-        todo = list(state.queue.values()) if groups is None else sorted(groups, key=lambda x: x.key)
-        evicted = False
-        for g in todo:
-            if not g.pending or g.workload.deleted_at is not None:
-                continue
-            if g.class_key is not None and g.placed == 0 and not g.needs_explanation and g.class_key in failed:
-                continue  # an identical group failed earlier in this sweep; room only shrank since
-            outcome = _try(state, g, emit)
-            if outcome == "evicted":
-                evicted = True
-                break
-            if outcome == "failed" and g.class_key is not None and g.placed == 0:
-                failed.add(g.class_key)
-        if not evicted:
+    if only is not None:
+        if not _sweep_groups(state, emit, sorted(only, key=lambda x: x.key)):
             return
-        groups = None
+    while _sweep_queue(state, emit):
+        pass
+    state.index.dirty.clear()  # every class was bounded or tried against the dirty rows
+
+
+def _sweep_groups(state: ClusterState, emit: Emit, groups: list[Group]) -> bool:
+    """Try these groups in order; True when an eviction asks for a sweep from the head."""
+    for g in groups:
+        if g.pending and g.workload.deleted_at is None:
+            if _try(state, g, emit) == "evicted":
+                return True
+    return False
+
+
+def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
+    """One sweep over the whole queue, bucket by bucket in queue order (queue.py)."""
+    index = state.index
+    heap = index.heads()
+    heapq.heapify(heap)
+    dirty = np.fromiter(sorted(index.dirty), dtype=np.int64, count=len(index.dirty))
+    while heap:
+        key, bkey = heapq.heappop(heap)
+        g = state.queue.get(key)
+        if g is None or index.member_of.get(key) != bkey:
+            nxt = index.next_after(bkey, key)
+            if nxt is not None:
+                heapq.heappush(heap, (nxt, bkey))
+            continue
+        is_class = len(bkey) != 2  # ("solo", key) buckets hold one group
+        if is_class and _bounded_out(state, g, dirty):
+            continue  # the whole class would fail: drop the bucket for this sweep
+        outcome = _try(state, g, emit)
+        if outcome == "evicted":
+            return True
+        if is_class and outcome != "placed":
+            continue  # identical groups behind it fail too; room only shrinks in a sweep
+        nxt = index.next_after(bkey, key)
+        if nxt is not None:
+            heapq.heappush(heap, (nxt, bkey))
+    return False
+
+
+def _can_preempt(state: ClusterState, g: Group) -> bool:
+    if g.workload.spec.preemption_policy == NEVER or not state.running:
+        return False
+    return state.running.keys()[0][0] < g.workload.spec.priority
+
+
+def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray) -> bool:
+    """True when the class's bounds prove its head cannot be placed now (queue.py)."""
+    if not single_shape(g):
+        return False
+    info = state.index.info(g.class_key)
+    if info.ub is None:
+        return False
+    need = g.spec.min_count if g.spec.gang else 1
+    info.ub = grown_bound(state, g, info.ub, dirty, pre=False)
+    if info.ub >= need:
+        return False
+    if not _can_preempt(state, g):
+        return True
+    if info.ub_pre is None:
+        return False
+    info.ub_pre = grown_bound(state, g, info.ub_pre, dirty, pre=True)
+    return info.ub_pre < need
+
+
+def _learn(state: ClusterState, g: Group, plain: pl.Attempt, refusal: pre.Refusal | None) -> None:
+    """Record a class's failed try as bounds for later sweeps."""
+    if g.class_key is None or g.placed != 0:
+        return
+    info = state.index.info(g.class_key)
+    info.ub = plain.placeable
+    info.ub_pre = None if refusal is None else max(refusal.placeable, plain.placeable)
 
 
 def _try(state: ClusterState, g: Group, emit: Emit) -> str:
@@ -199,13 +261,15 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
         _emit_placement(state, g, result, emit, ev.POD_GROUP_SCHEDULED)
         return "placed"
     if not may_preempt:
+        _learn(state, g, result, None)
         _explain_failure(state, g, result, pre.NOT_ALLOWED, emit)
         return "failed"
     if not spec.gang:
         return _preempt_one(state, g, unplaced[0], emit, result)
     plan = pre.plan(state, g, unplaced, need)
-    if isinstance(plan, str):
-        _explain_failure(state, g, result, plan, emit)
+    if isinstance(plan, pre.Refusal):
+        _learn(state, g, result, plan)
+        _explain_failure(state, g, result, plan.reason, emit)
         return "failed"
     _emit_preemption(state, g, plan, emit, ev.POD_GROUP_SCHEDULED)
     return "evicted"
@@ -214,8 +278,10 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
 def _preempt_one(state: ClusterState, g: Group, pod: int, emit: Emit, failed: pl.Attempt) -> str:
     """A pod of a basic group preempts for itself alone."""
     plan = pre.plan(state, g, [pod], 1)
-    if isinstance(plan, str):
-        _explain_failure(state, g, failed, plan, emit)
+    if isinstance(plan, pre.Refusal):
+        if g.placed == 0:
+            _learn(state, g, failed, plan)
+        _explain_failure(state, g, failed, plan.reason, emit)
         return "failed"
     kind = ev.PODS_SCHEDULED if g.scheduled else ev.POD_GROUP_SCHEDULED
     _emit_preemption(state, g, plan, emit, kind)

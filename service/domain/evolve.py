@@ -22,8 +22,9 @@ def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
 
 
 def _node_upserted(state: ClusterState, e: ev.Event) -> None:
-    state.nodes.upsert(NodeSpec.from_body(e.data["name"], e.data))
+    row = state.nodes.upsert(NodeSpec.from_body(e.data["name"], e.data))
     state._ensure_node_rows()
+    state.index.dirty.add(row)  # it may have gained room, labels or schedulability
 
 
 def _node_removed(state: ClusterState, e: ev.Event) -> None:
@@ -135,6 +136,7 @@ def _unschedulable(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
     g.explanation = e.data["explanation"]
     g.needs_explanation = False
+    state.sync_queue(g)
     g.workload.events.append(e.position)
 
 

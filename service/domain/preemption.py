@@ -39,6 +39,13 @@ class Unit:
                 "pods": [self.group.spec.pod_names[p] for p in self.pods], "wholeGroup": self.whole}
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """No preemption: why, and how many pods even removing every candidate would place."""
+    reason: str
+    placeable: int
+
+
 @dataclass
 class Plan:
     placement: pl.Attempt
@@ -93,12 +100,12 @@ class _Removal:
             self.release.set_prefix(units)
 
 
-def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | str:
+def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Refusal:
     """A preemption plan for these pods of g, or the reason there is none."""
     priority = g.workload.spec.priority
     units = candidate_units(state, priority)
     if not units:
-        return NO_VICTIMS
+        return Refusal(NO_VICTIMS, 0)
     # least important first
     units.sort(key=lambda u: u.importance, reverse=True)
     devices = dra.group_needs_devices(g) and dra.any_allocated(state)
@@ -107,7 +114,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | st
         removal.set_prefix(len(units))
         everything = pl.attempt(state, g, pods, need, explain=False)
         if not everything.ok:
-            return WOULD_NOT_HELP
+            return Refusal(WOULD_NOT_HELP, everything.placeable)
         k = everything.placeable
         restrict = None
         if g.spec.topology_key is not None and everything.domain is not None:
@@ -115,6 +122,8 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | st
             restrict = ids[: state.nodes.count] == values.index(everything.domain)
             inside = [u for u in units if any(restrict[u.group.node_of[p]] for p in u.pods)
                       or (devices and dra.unit_holds_shared(state, u.group, u.pods))]
+            if not inside:  # pragma: no cover - the domain was infeasible only because of them
+                return Refusal(WOULD_NOT_HELP, everything.placeable)
             if len(inside) != len(units):
                 removal.set_prefix(0)
                 units = inside
@@ -133,7 +142,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | st
         chosen = pl.attempt(state, g, pods, need, restrict=restrict, explain=True, keep_trial=trial)
         if chosen.placeable < k:  # pragma: no cover - guarded by the search
             trial.rollback()
-            return WOULD_NOT_HELP
+            return Refusal(WOULD_NOT_HELP, everything.placeable)
         removed = units[:lo]
         victims_units, reprieved = _reprieve(state, chosen, removed, pods, g)
         trial.rollback()

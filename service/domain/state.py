@@ -16,6 +16,7 @@ from sortedcontainers import SortedDict
 from service.domain.devices import DeviceState
 from service.domain.model import GroupSpec, PriorityClass, WorkloadSpec
 from service.domain.nodes import NodeTable
+from service.domain.queue import QueueIndex
 
 QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
 
@@ -95,6 +96,7 @@ class ClusterState:
         self.by_position: dict[int, Workload] = {}
         self.queue: SortedDict = SortedDict()  # QueueKey -> Group, every pending group
         self.placed_by_priority: dict[int, int] = {}  # priority -> placed pods (who could be a victim)
+        self.index = QueueIndex()  # skip index over the queue (a cache)
         self.running: SortedDict = SortedDict()  # (priority, workload position, group index) -> Group with pods placed
         self._shape_vectors: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
 
@@ -140,6 +142,7 @@ class ClusterState:
         node = g.node_of[pod]
         vec = self.shape_vector(g.workload, g.spec.pod_shapes[pod])
         self.nodes.used[node] -= vec
+        self.index.dirty.add(node)
         self.node_pods[node].discard((g.workload.position, g.index, pod))
         g.node_of[pod] = -1
         g.placed_at[pod] = None
@@ -156,10 +159,12 @@ class ClusterState:
 
     def sync_queue(self, g: Group) -> None:
         """Keep the queue holding exactly the live groups with unplaced pods."""
-        if g.pending and g.workload.deleted_at is None:
+        pending = g.pending and g.workload.deleted_at is None
+        if pending:
             self.queue[g.key] = g
         else:
             self.queue.pop(g.key, None)
+        self.index.update(g, pending)
 
     def pod_ref(self, key: tuple[int, int, int]) -> tuple[Group, int]:
         wl_pos, gi, pod = key

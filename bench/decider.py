@@ -1,0 +1,164 @@
+"""Benchmark of the pure decider (issue 2): no store, no HTTP.
+
+5,000 nodes in 100 racks of 50 (cpu 64, memory 512Gi, example.com/gpu 8), a
+stream of gang workloads of 1-64 pods (rack topology for gangs of up to 50 pods;
+priorities 60% low / 30% mid / 10% high) with deletions that keep the cluster
+near 90% full. Run A keeps the queue empty (a submission that does not place is
+cancelled at once); run B first leaves 10,000 groups pending, then replays the
+same stream. Reports pods decided per second, p50/p99 per input, peak memory.
+
+    python bench/decider.py [--workloads 20000] [--pending 10000] [--seed 7]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
+
+PRIORITIES = [(0.6, 10), (0.3, 50), (0.1, 100)]
+SHAPES = [  # per-pod requests: whole GPUs with their share of cpu and memory
+    {"cpu": "8", "memory": "64Gi", "example.com/gpu": "1"},
+    {"cpu": "16", "memory": "128Gi", "example.com/gpu": "2"},
+    {"cpu": "4", "memory": "32Gi", "example.com/gpu": "1"},
+]
+
+
+class Driver:
+    def __init__(self) -> None:
+        self.state = ClusterState("bench")
+        self.latencies: list[float] = []
+        self.kinds: list[str] = []
+        self.pods_decided = 0
+
+    def run(self, kind: str, name: str, namespace: str | None = None, body: dict | None = None,
+            timed: bool = True) -> list[Event]:
+        t0 = time.perf_counter()
+        accepted = accept(self.state, kind, name, namespace, body)
+        if isinstance(accepted, Rejection):
+            raise RuntimeError(accepted)
+        etype, data = accepted
+        decisions = handle(self.state, Event(self.state.position + 1, etype, data))
+        dt = time.perf_counter() - t0
+        if timed:
+            self.latencies.append(dt)
+            self.kinds.append(kind)
+            self.pods_decided += sum(len(d.data.get("pods", ())) for d in decisions
+                                     if d.type in ("PodGroupScheduled", "PodsScheduled"))
+        return decisions
+
+
+def build_cluster(d: Driver) -> None:
+    for rack in range(100):
+        for i in range(50):
+            d.run("UpsertNode", f"r{rack:03d}-n{i:02d}", body={
+                "labels": {"example.com/rack": f"r{rack:03d}", "topology.kubernetes.io/zone": f"z{rack % 4}"},
+                "allocatable": {"cpu": "64", "memory": "512Gi", "example.com/gpu": "8", "pods": "110"}},
+                timed=False)
+
+
+def make_stream(n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        size = rng.randint(1, 64)
+        r = rng.random()
+        prio = next(p for cut, p in ((0.6, 10), (0.9, 50), (1.01, 100)) if r < cut)
+        group = {"name": "workers", "schedulingPolicy": {"gang": {"minCount": size}},
+                 "pods": [{"name": "w", "count": size, "requests": dict(rng.choice(SHAPES))}]}
+        if size <= 50:
+            group["topology"] = {"key": "example.com/rack"}
+        out.append({"name": f"job-{i:05d}", "priority": prio, "podGroups": [group]})
+    return out
+
+
+def make_blocked(n: int, seed: int) -> list[dict]:
+    """Groups that stay pending: lowest priority, too big for any rack or for free room."""
+    rng = random.Random(seed + 1)
+    out = []
+    for i in range(n):
+        size = rng.randint(51, 64)
+        group = {"name": "workers", "schedulingPolicy": {"gang": {"minCount": size}},
+                 "topology": {"key": "example.com/rack"},
+                 "pods": [{"name": "w", "count": size,
+                           "requests": {"cpu": "64", "memory": "512Gi", "example.com/gpu": "8"}}]}
+        out.append({"name": f"blocked-{i:05d}", "priority": 1, "podGroups": [group]})
+    return out
+
+
+def run_stream(d: Driver, stream: list[dict], capacity: int) -> None:
+    running: list[tuple[str, int]] = []  # (name, gpus) in submission order
+    used = 0
+    for body in stream:
+        decisions = d.run("SubmitWorkload", body["name"], "bench", body)
+        wl = d.state.workloads[("bench", body["name"])]
+        # preemption may have evicted others: account from the state
+        if all(g.scheduled for g in wl.groups):
+            gpus = sum(int(p["requests"]["example.com/gpu"]) * p["count"]
+                       for g in body["podGroups"] for p in g["pods"])
+            running.append((body["name"], gpus))
+        else:
+            d.run("DeleteWorkload", body["name"], "bench")  # cancelled: keeps the stream's queue empty
+        used = int(d.state.nodes.used[: d.state.nodes.count, d.state.nodes.resources["example.com/gpu"]].sum())
+        while used > 0.9 * capacity and running:
+            name, _ = running.pop(0)
+            if d.state.workloads[("bench", name)].deleted_at is None:
+                d.run("DeleteWorkload", name, "bench")
+            used = int(d.state.nodes.used[: d.state.nodes.count,
+                                          d.state.nodes.resources["example.com/gpu"]].sum())
+        del decisions
+
+
+def report(label: str, d: Driver, wall: float) -> dict:
+    lat = sorted(d.latencies)
+    sub = sorted(t for t, k in zip(d.latencies, d.kinds) if k == "SubmitWorkload")
+    pct = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
+    out = {
+        "run": label, "inputs": len(lat), "pods_decided": d.pods_decided,
+        "pods_per_s": round(d.pods_decided / sum(lat)), "inputs_per_s": round(len(lat) / sum(lat)),
+        "p50_ms": round(pct(lat, 0.5), 3), "p99_ms": round(pct(lat, 0.99), 3),
+        "mean_ms": round(statistics.mean(lat) * 1000, 3),
+        "gang_input_p50_ms": round(pct(sub, 0.5), 3), "gang_input_p99_ms": round(pct(sub, 0.99), 3),
+        "pending_groups_at_end": len(d.state.queue), "wall_s": round(wall, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+    print(json.dumps(out))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workloads", type=int, default=20000)
+    ap.add_argument("--pending", type=int, default=10000)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    stream = make_stream(args.workloads, args.seed)
+    capacity = 5000 * 8
+
+    a = Driver()
+    build_cluster(a)
+    t0 = time.perf_counter()
+    run_stream(a, stream, capacity)
+    ra = report("empty-queue", a, time.perf_counter() - t0)
+
+    b = Driver()
+    build_cluster(b)
+    for body in make_blocked(args.pending, args.seed):
+        b.run("SubmitWorkload", body["name"], "bench", body, timed=False)
+    t0 = time.perf_counter()
+    run_stream(b, stream, capacity)
+    rb = report(f"{args.pending}-pending", b, time.perf_counter() - t0)
+    print(json.dumps({"slowdown_mean": round(rb["mean_ms"] / ra["mean_ms"], 2),
+                      "slowdown_p99": round(rb["p99_ms"] / ra["p99_ms"], 2)}))
+
+
+if __name__ == "__main__":
+    main()

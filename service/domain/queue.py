@@ -1,0 +1,134 @@
+"""The pending queue's skip index: a sweep costs O(classes), not O(pending groups).
+
+Pending groups that would be placed identically from an empty start share a
+*class* (same pod shapes, gang rule, topology key, priority, policy). A class
+keeps an upper bound on how many pods the placement routine could place for it
+(`ub`) and, with every lower-priority pod removed (`ub_pre`). Within a pass room
+only shrinks, except where an input frees it; those node rows are marked *dirty*
+and each bound grows by what the dirty rows could now hold. A class whose bounds
+are below its minCount is skipped without a try: it would fail, and a failed try
+records nothing (model.md *The queue*), so decisions are unchanged.
+
+Everything here is a cache: it never changes a decision, only avoids work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sortedcontainers import SortedList
+
+if TYPE_CHECKING:
+    from service.domain.state import ClusterState, Group
+
+
+@dataclass
+class ClassInfo:
+    ub: int | None = None  # None: unknown, must try
+    ub_pre: int | None = None
+
+
+def bucket_key(g: "Group") -> Any:
+    if g.class_key is not None and g.placed == 0 and not g.needs_explanation:
+        return g.class_key
+    return ("solo", g.key)
+
+
+class QueueIndex:
+    def __init__(self) -> None:
+        self.buckets: dict[Any, SortedList] = {}
+        self.member_of: dict[tuple, Any] = {}  # group queue key -> bucket key
+        self.classes: dict[Any, ClassInfo] = {}
+        self.dirty: set[int] = set()  # node rows that gained room since the last full sweep
+
+    def update(self, g: "Group", pending: bool) -> None:
+        key = g.key
+        old = self.member_of.get(key)
+        new = bucket_key(g) if pending else None
+        if old == new:
+            return
+        if old is not None:
+            bucket = self.buckets[old]
+            bucket.discard(key)
+            if not bucket:
+                del self.buckets[old]
+            del self.member_of[key]
+        if new is not None:
+            self.buckets.setdefault(new, SortedList()).add(key)
+            self.member_of[key] = new
+
+    def heads(self) -> list[tuple[tuple, Any]]:
+        return [(bucket[0], bkey) for bkey, bucket in self.buckets.items()]
+
+    def next_after(self, bkey: Any, key: tuple) -> tuple | None:
+        bucket = self.buckets.get(bkey)
+        if not bucket:
+            return None
+        i = bucket.bisect_right(key)
+        return bucket[i] if i < len(bucket) else None
+
+    def info(self, class_key: Any) -> ClassInfo:
+        info = self.classes.get(class_key)
+        if info is None:
+            info = self.classes[class_key] = ClassInfo()
+        return info
+
+    def __getstate__(self) -> dict[str, Any]:
+        # bounds are a cache; a restored state starts without them (always safe)
+        return {"buckets": self.buckets, "member_of": self.member_of, "classes": {}, "dirty": set()}
+
+
+# -- bounds -----------------------------------------------------------------------------------
+def single_shape(g: "Group") -> bool:
+    runs = g.class_key[0] if g.class_key is not None else ()
+    return len(runs) == 1
+
+
+def fit_counts(state: "ClusterState", g: "Group", rows: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
+    """How many pods of g's (single) shape each row could hold now (`extra`: usage to ignore)."""
+    nodes = state.nodes
+    shape = g.spec.pod_shapes[0]
+    vec = state.shape_vector(g.workload, shape)
+    cols = np.flatnonzero(vec)
+    free = nodes.alloc[np.ix_(rows, cols)] - nodes.used[np.ix_(rows, cols)]
+    if extra is not None:
+        free = free + extra[:, cols]
+    fit = np.min(free // vec[cols], axis=1) if len(cols) else np.full(len(rows), g.total)
+    sel = nodes.selector_mask(g.workload.spec.shapes[shape].node_selector)
+    ok = nodes.schedulable[rows] & sel[rows]
+    return np.where(ok, np.clip(fit, 0, g.total), 0)
+
+
+def lower_usage(state: "ClusterState", rows: np.ndarray, priority: int) -> np.ndarray:
+    """Usage per row by pods of priority strictly below `priority`."""
+    out = np.zeros((len(rows), len(state.nodes.resource_names)), dtype=np.int64)
+    for i, row in enumerate(rows):
+        if row >= len(state.node_pods):
+            continue
+        for key in state.node_pods[row]:
+            og, pod = state.pod_ref(key)
+            if og.workload.spec.priority < priority:
+                out[i] += state.shape_vector(og.workload, og.spec.pod_shapes[pod])
+    return out
+
+
+def grown_bound(state: "ClusterState", g: "Group", bound: int, rows: np.ndarray, pre: bool) -> int:
+    """`bound` plus what the dirty rows could add for g's class."""
+    if len(rows) == 0:
+        return bound
+    extra = lower_usage(state, rows, g.workload.spec.priority) if pre else None
+    key = g.spec.topology_key
+    if key is None:
+        return bound + int(fit_counts(state, g, rows, extra).sum())
+    # topology: a domain touched by a dirty row may now hold up to its full capacity
+    ids, _ = state.nodes.domains(key)
+    ids = ids[: state.nodes.count]
+    best = bound
+    for d in np.unique(ids[rows]):
+        if d < 0:
+            continue
+        members = np.flatnonzero(ids == d)
+        extra_d = lower_usage(state, members, g.workload.spec.priority) if pre else None
+        best = max(best, int(fit_counts(state, g, members, extra_d).sum()))
+    return min(best, g.total) if best != bound else bound

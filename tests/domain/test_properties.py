@@ -1,0 +1,168 @@
+"""Property tests of the decider's invariants over random clusters and input streams."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service.domain import events as ev
+from service.domain.views import canonical
+from tests.domain.sim import Sim
+
+NODE_NAMES = [f"n{i}" for i in range(6)]
+RACKS = ["r1", "r2", "r3"]
+
+
+@st.composite
+def node_cmd(draw):
+    return ("node", draw(st.sampled_from(NODE_NAMES)), {
+        "labels": {"rack": draw(st.sampled_from(RACKS)), **({"pool": "a"} if draw(st.booleans()) else {})},
+        "allocatable": {"cpu": str(draw(st.integers(1, 8))), "memory": f"{draw(st.integers(1, 16))}Gi",
+                        **({"pods": draw(st.integers(1, 6))} if draw(st.booleans()) else {})},
+        "unschedulable": draw(st.booleans()) and draw(st.booleans()),
+    })
+
+
+@st.composite
+def workload_cmd(draw, idx):
+    groups = []
+    for gi in range(draw(st.integers(1, 2))):
+        entries = []
+        total = 0
+        for ei in range(draw(st.integers(1, 2))):
+            count = draw(st.integers(1, 4))
+            total += count
+            entry = {"name": f"e{ei}", "count": count,
+                     "requests": {"cpu": draw(st.sampled_from(["500m", "1", "2", "3"])),
+                                  "memory": draw(st.sampled_from(["512Mi", "1Gi", "4Gi"]))}}
+            if draw(st.integers(0, 4)) == 0:
+                entry["nodeSelector"] = {"pool": "a"}
+            entries.append(entry)
+        group = {"name": f"g{gi}", "pods": entries}
+        if draw(st.booleans()):
+            group["schedulingPolicy"] = {"gang": {"minCount": draw(st.integers(1, total))}}
+        else:
+            group["schedulingPolicy"] = {"basic": {}}
+        if draw(st.integers(0, 3)) == 0:
+            group["topology"] = {"key": "rack"}
+        if draw(st.integers(0, 3)) == 0:
+            group["disruptionMode"] = "All"
+        groups.append(group)
+    body = {"name": f"w{idx}", "podGroups": groups, "priority": draw(st.sampled_from([0, 5, 10, 100]))}
+    if draw(st.integers(0, 5)) == 0:
+        body["preemptionPolicy"] = "Never"
+    return ("submit", f"w{idx}", body)
+
+
+@st.composite
+def streams(draw):
+    cmds = [draw(node_cmd()) for _ in range(draw(st.integers(1, 4)))]
+    for i in range(draw(st.integers(1, 14))):
+        kind = draw(st.sampled_from(["submit", "submit", "submit", "delete", "node", "remove"]))
+        if kind == "submit":
+            cmds.append(draw(workload_cmd(i)))
+        elif kind == "delete":
+            cmds.append(("delete", f"w{draw(st.integers(0, max(0, i - 1)))}", None))
+        elif kind == "node":
+            cmds.append(draw(node_cmd()))
+        else:
+            cmds.append(("remove", draw(st.sampled_from(NODE_NAMES)), None))
+    return cmds
+
+
+def run(cmds) -> Sim:
+    s = Sim()
+    for kind, name, body in cmds:
+        st_ = s.state
+        if kind == "node":
+            s.run("UpsertNode", name, body=body)
+        elif kind == "submit":
+            if ("default", name) not in st_.workloads:
+                s.run("SubmitWorkload", name, "default", body)
+        elif kind == "delete":
+            wl = st_.workloads.get(("default", name))
+            if wl is not None and wl.deleted_at is None:
+                s.run("DeleteWorkload", name, "default")
+        elif kind == "remove":
+            row = st_.nodes.index.get(name)
+            if row is not None and st_.nodes.alive[row]:
+                s.run("RemoveNode", name)
+        check_invariants(s)
+    return s
+
+
+def check_invariants(s: Sim) -> None:
+    state = s.state
+    nodes = state.nodes
+    n = nodes.count
+    # usage equals the sum of placed pods' requests
+    used = np.zeros_like(nodes.used[:n])
+    for wl in state.workloads.values():
+        for g in wl.groups:
+            placed = [i for i, r in enumerate(g.node_of) if r >= 0]
+            assert len(placed) == g.placed
+            if g.spec.gang:
+                assert g.placed == 0 or g.placed >= g.spec.min_count, "gang below minCount with pods placed"
+            for p in placed:
+                row = g.node_of[p]
+                assert nodes.alive[row], "pod on a removed node"
+                used[row] += state.shape_vector(wl, g.spec.pod_shapes[p])
+            if wl.deleted_at is not None:
+                assert g.placed == 0
+    assert np.array_equal(used, nodes.used[:n])
+
+
+def check_capacity_of_new_placements(s: Sim) -> None:
+    """Placements never push a node over allocatable (shrinks may, evictions never are needed)."""
+    state = s.state
+    # replay: after every decision event that places pods, each touched node fits
+    from service.domain import ClusterState, Event, evolve
+    replay = ClusterState(state.cluster)
+    for e in s.events:
+        evolve(replay, Event(e.position, e.type, json.loads(json.dumps(e.data))))
+        if e.type in (ev.POD_GROUP_SCHEDULED, ev.PODS_SCHEDULED):
+            g = replay.group(e.data["namespace"], e.data["workload"], e.data["podGroup"])
+            for p in e.data["pods"]:
+                row = replay.nodes.index[p["node"]]
+                assert np.all(replay.nodes.used[row] <= replay.nodes.alloc[row]), f"node {p['node']} over capacity"
+                assert replay.nodes.schedulable[row], "placed on a cordoned or removed node"
+                shape = g.workload.spec.shapes[g.spec.pod_shapes[g.pod_index(p["pod"])]]
+                labels = replay.nodes.labels[row]
+                assert all(labels.get(k) == v for k, v in shape.node_selector), "selector violated"
+            if g.spec.topology_key:
+                # new pods land in the group's domain (labels may change later: no eviction)
+                values = {replay.nodes.labels[replay.nodes.index[p["node"]]].get(g.spec.topology_key)
+                          for p in e.data["pods"]}
+                assert values == {e.data["domain"]["value"]} == {g.domain}, "topology broken"
+
+
+SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(streams())
+def test_invariants_and_replay(cmds):
+    s = run(cmds)
+    check_capacity_of_new_placements(s)
+    s.assert_replay_equal()
+
+
+@SETTINGS
+@given(streams())
+def test_deterministic_bytes(cmds):
+    a, b = run(cmds), run(cmds)
+    dump = lambda sim: [json.dumps([e.position, e.type, e.data], sort_keys=True, separators=(",", ":"))
+                        for e in sim.events]
+    assert dump(a) == dump(b)
+    assert canonical(a.state) == canonical(b.state)
+
+
+@SETTINGS
+@given(streams())
+def test_preemption_invariants(cmds):
+    s = run(cmds)
+    for e in s.events:
+        if e.type == ev.POD_GROUP_PREEMPTED:
+            assert e.data["priority"] < e.data["preemptor"]["priority"], "victim not of lower priority"
