@@ -469,27 +469,41 @@ class SqlEventStore:
             # The guard matched no row: another writer got there first, or the cached head
             # hash was stale (the position matched but the chain is not the one we knew).
             self._forget_head(cluster)
-            last, _ = await self._read_head(cluster)
+            last, head = await self._read_head(cluster)
             if last != expected:
                 raise ConcurrencyConflict(cluster, expected, last)
+            self._remember_head(cluster, last, head)
         raise ConcurrencyConflict(cluster, expected, None)
 
     async def _pg(self, method: str, sql: str, *args: Any) -> Any:
         """Run one statement with asyncpg's `method` (fetch, fetchrow, fetchval) on a pooled
         connection, outside any transaction (a write commits on its own): the hot paths skip
         SQLAlchemy's per-statement overhead. A connection that failed other than with a
-        server-side error (lost, cancelled mid-statement) is discarded, never pooled again."""
+        server-side error (lost, cancelled mid-statement) is discarded, never pooled again;
+        a lost connection also retires every connection opened before it (as SQLAlchemy does
+        on a disconnect), so that a database restart costs one failed call, not one per
+        pooled connection."""
         raw_conn = await self._engine.raw_connection()
+        if raw_conn.driver_connection.is_closed():  # the server closed it while it was pooled
+            await greenlet_spawn(self._engine.sync_engine.pool._invalidate, raw_conn, None)
+            raw_conn = await self._engine.raw_connection()  # opened after the invalidation: fresh
+        outcome: BaseException | None = None
         healthy = False
         try:
             result = await getattr(raw_conn.driver_connection, method)(sql, *args)
             healthy = True
             return result
-        except asyncpg.PostgresError as exc:
-            healthy = not isinstance(exc, asyncpg.exceptions.OperatorInterventionError)
+        except BaseException as exc:
+            outcome = exc
+            healthy = isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, _DRIVER_UNAVAILABLE)
             raise
         finally:
-            await greenlet_spawn(raw_conn.close if healthy else raw_conn.invalidate)
+            if healthy:
+                await greenlet_spawn(raw_conn.close)
+            elif isinstance(outcome, _DRIVER_UNAVAILABLE):
+                await greenlet_spawn(self._engine.sync_engine.pool._invalidate, raw_conn, outcome)
+            else:
+                await greenlet_spawn(raw_conn.invalidate)
 
     async def _append_tx(self, cluster: str, expected: int, prepared: list[tuple[str, int, str, str]],
                          idem_rows: list[dict[str, Any]], offset_rows: list[dict[str, Any]],

@@ -388,3 +388,23 @@ async def test_ping_and_schema(store: SqlEventStore, tmp_path) -> None:
         assert not await bare.schema_is_current()
     finally:
         await bare.close()
+
+
+async def test_cancelled_appends_leave_a_consistent_stream(store: SqlEventStore) -> None:
+    """A request cancelled mid-append (client gone, shutdown) commits all of it or nothing,
+    and the store stays usable."""
+    await store.append("prod", 0, [ev(0)])
+    for i in range(12):
+        position = await store.last_position("prod")
+        task = asyncio.create_task(store.append("prod", position, [ev(i), ev(i)], outbox_topic="out"))
+        await asyncio.sleep(0.0005 * (i % 4))
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+    position = await store.last_position("prod")
+    assert [e.position for e in await store.append("prod", position, [ev(99)])] == [position + 1]
+    result = await store.verify("prod")
+    assert (result.ok, result.events) == (True, position + 1)
+    assert [i.position for i in await store.outbox_batch(limit=100)] == list(range(2, position + 1))

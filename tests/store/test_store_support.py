@@ -151,3 +151,32 @@ async def test_concurrent_upgrades_queue_instead_of_failing(tmp_path) -> None:
     async with temporary_postgres_database() as pg_url:
         await asyncio.gather(*(upgrade(pg_url) for _ in range(3)))
         assert await schema_is_current(pg_url)
+
+
+async def test_lost_connections_cost_one_failed_call(pg_database_url: str) -> None:
+    """After the server drops every connection (a restart, say), a call may fail once with
+    StoreUnavailable; the pool then replaces all its connections and the next call works."""
+    import asyncio
+
+    store, admin = open_store(pg_database_url), open_store(pg_database_url)
+    cluster = "lost-connections"
+    try:
+        await store.append(cluster, 0, [NewEvent("T", {}, {})])
+        await asyncio.gather(*(store.read(cluster) for _ in range(6)))  # several pooled connections
+        for call in (lambda: store.append(cluster, 1, [NewEvent("T", {}, {})]),  # raw asyncpg path
+                     lambda: store.clusters()):  # SQLAlchemy path
+            async with admin.engine.connect() as conn:
+                await conn.execute(sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    " AND application_name = 'gangplank'"))
+            await asyncio.sleep(0.05)
+            try:
+                await call()
+            except StoreUnavailable:
+                await call()  # the retry works
+            assert (await store.verify(cluster)).ok
+        assert await store.last_position(cluster) >= 2
+    finally:
+        await store.close()
+        await admin.close()
