@@ -74,11 +74,10 @@ def _float_scores(state: ClusterState, rows: np.ndarray, cols: np.ndarray, vec: 
     if len(cols) == 0:
         return np.zeros(len(rows))
     nodes = state.nodes
-    alloc = nodes.alloc[np.ix_(rows, cols)]
-    num = nodes.used[np.ix_(rows, cols)] + vec[cols]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(alloc > 0, num / np.where(alloc > 0, alloc, 1), 0.0)
-    return terms.sum(axis=1)
+    alloc = nodes.alloc[rows][:, cols]
+    num = nodes.used[rows][:, cols] + vec[cols]
+    safe = np.where(alloc > 0, alloc, 1)
+    return np.where(alloc > 0, num / safe, 0.0).sum(axis=1)
 
 
 def _exact(num_row: np.ndarray, alloc_row: np.ndarray) -> Fraction:
@@ -95,9 +94,11 @@ def _pick(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.nd
     if len(cols) == 0:
         return int(band[np.argmin(rank[band])])
     nodes = state.nodes
-    num = nodes.used[np.ix_(band, cols)] + vec[cols]
-    alloc = nodes.alloc[np.ix_(band, cols)]
+    num = nodes.used[band][:, cols] + vec[cols]
+    alloc = nodes.alloc[band][:, cols]
     keys = np.concatenate([num, alloc], axis=1)
+    if (keys == keys[0]).all():  # the common tie: identical rows (empty nodes, say)
+        return int(band[np.argmin(rank[band])])
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     k = len(cols)
@@ -110,7 +111,7 @@ def _pick(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.nd
 def _fits(state: ClusterState, rows: np.ndarray, vec: np.ndarray) -> np.ndarray:
     cols = np.flatnonzero(vec)
     nodes = state.nodes
-    free = nodes.alloc[np.ix_(rows, cols)] - nodes.used[np.ix_(rows, cols)]
+    free = nodes.alloc[rows][:, cols] - nodes.used[rows][:, cols]
     return np.all(free >= vec[cols], axis=1)
 
 
@@ -192,11 +193,7 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
                 break
             trial.add(chosen, vec)
             placements.append((pod, chosen))
-            last = chosen
-            if len(cols):
-                hit = np.flatnonzero(rows == chosen)
-                if len(hit):
-                    scores[hit[0]] = _float_scores(state, np.array([chosen]), cols, vec)[0]
+            last = chosen  # its score only grew: no rescoring needed while it fits
         i = run_end
     return placements, failure
 
@@ -275,6 +272,77 @@ def _domain_score(state: ClusterState, g: Group, in_domain: np.ndarray,
     return total / len(requested)
 
 
+def _argmax_first(k: Any, candidates: list[int]) -> int:
+    """The domain that holds the most pods; ties go to the smaller label value."""
+    return min(candidates, key=lambda d: (-int(k[d]), d))
+
+
+def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, ids: np.ndarray,
+                     values: list[str], candidates: list[int],
+                     restrict: np.ndarray | None) -> tuple[int | None, Any] | None:
+    """Domain choice without simulating each domain, for pods of one shape and no claims.
+
+    Identical pods placed one by one fill a domain to exactly min(count, sum over its
+    rows of how many fit there), so the gang rule and the domain score follow from
+    per-domain sums. Returns (chosen domain or None, per-domain counts), or None when
+    the group is not uniform (the caller simulates every domain).
+    """
+    if g.class_key is None or len(candidates) <= 1:
+        return None
+    shapes = {g.spec.pod_shapes[p] for p in pods}
+    if len(shapes) != 1:
+        return None
+    shape = shapes.pop()
+    nodes = state.nodes
+    n = nodes.count
+    vec = state.shape_vector(g.workload, shape)
+    cols = np.flatnonzero(vec)
+    mask = base_mask(state, g, shape) & (ids >= 0)
+    if restrict is not None:
+        mask &= restrict
+    rows = np.flatnonzero(mask)
+    free = nodes.alloc[rows][:, cols] - nodes.used[rows][:, cols]
+    fit = np.clip(np.min(free // vec[cols], axis=1), 0, len(pods))
+    cap = np.bincount(ids[rows], weights=fit, minlength=len(values))
+    k = np.minimum(cap, len(pods)).astype(np.int64)
+    feasible = [d for d in candidates if k[d] >= need and k[d] > 0]
+    if not feasible:
+        return None, k
+    if len(feasible) == 1:
+        return feasible[0], k
+    # domain score: mean over requested resources of (used + k * request) / allocatable, domain sums
+    requests = g.workload.spec.shapes[shape].requests
+    if not requests:
+        return feasible[0], k
+    live = np.flatnonzero(ids[:n] >= 0)
+    dom = ids[live]
+    rcols = [nodes.resources[r] for r, _ in requests]
+    fl = np.zeros(len(values))
+    sums_used, sums_alloc = [], []
+    for col, (_, q) in zip(rcols, requests):
+        a = np.bincount(dom, weights=nodes.alloc[live, col], minlength=len(values))
+        u = np.bincount(dom, weights=nodes.used[live, col], minlength=len(values))
+        sums_used.append(u)
+        sums_alloc.append(a)
+        fl += np.where(a > 0, (u + k * q) / np.where(a > 0, a, 1), 0.0)
+    fscores = fl[feasible]
+    top = fscores.max()
+    band = [d for d, f in zip(feasible, fscores) if f >= top - _EPS * max(1.0, abs(top))]
+    if len(band) == 1:
+        return band[0], k
+
+    def exact(d: int) -> Fraction:
+        members = live[dom == d]
+        total = Fraction(0)
+        for col, (_, q) in zip(rcols, requests):
+            a = int(nodes.alloc[members, col].sum())
+            if a > 0:
+                total += Fraction(int(nodes.used[members, col].sum()) + int(k[d]) * q, a)
+        return total
+
+    return max(band, key=lambda d: (exact(d), -d)), k
+
+
 def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
             restrict: np.ndarray | None = None, explain: bool = True,
             keep_trial: Trial | None = None) -> Attempt:
@@ -302,6 +370,17 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
     else:
         present = np.unique(ids[(ids >= 0) & (restrict if restrict is not None else True)])
         candidates = [int(d) for d in present]
+    fast = _uniform_domains(state, g, pods, need, ids, values, candidates, restrict)
+    if fast is not None:
+        chosen_d, k = fast
+        if chosen_d is None:
+            # nothing feasible: explain from the domain that could hold the most
+            widest = _argmax_first(k, candidates)
+            if not explain:
+                return Attempt(need=need, placeable=int(k[widest]))
+            candidates = [widest]
+        else:
+            candidates = [chosen_d]
     best: tuple[Fraction, int] | None = None
     best_attempt: Attempt | None = None
     fallback: Attempt | None = None  # the domain that placed most, for the explanation

@@ -1,0 +1,59 @@
+"""The composition root: wires the store, the application service, HTTP and Kafka."""
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from litestar import Litestar
+
+from service.api.app import create_app
+from service.api.settings import ApiSettings
+from service.app.service import Gangplank
+from service.config import Settings
+from service.store import open_store
+from service.store.migrate import upgrade
+
+log = structlog.get_logger("gangplank")
+
+
+def build_service(settings: Settings) -> Gangplank:
+    store = open_store(settings.database_url)
+    outbox = settings.decisions_topic if settings.kafka_bootstrap else None
+    return Gangplank(store, outbox_topic=outbox, snapshot_every=settings.snapshot_every)
+
+
+def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Litestar:
+    """The ASGI app with lifespan-managed resources: migrations, Kafka, the store."""
+    service = build_service(settings)
+    api_settings = api_settings or ApiSettings.from_tokens_file(settings.tokens_file)
+    app = create_app(service, api_settings)
+    runtime: dict[str, Any] = {}
+
+    async def startup() -> None:
+        if settings.migrate:
+            await upgrade(settings.database_url)
+        if settings.kafka_bootstrap:
+            from service.kafka.runtime import start_kafka
+            runtime["kafka"] = await start_kafka(service, settings)
+        log.info("gangplank.started", database=_safe_url(settings.database_url),
+                 kafka=settings.kafka_bootstrap, open_api=api_settings.is_open)
+
+    async def shutdown() -> None:
+        kafka = runtime.pop("kafka", None)
+        if kafka is not None:
+            await kafka.stop()
+        await service.store.close()
+
+    app.on_startup.append(startup)
+    app.on_shutdown.append(shutdown)
+    app.state["gangplank_service"] = service
+    return app
+
+
+def _safe_url(url: str) -> str:
+    """The URL without a password, for logs."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return url

@@ -1,0 +1,178 @@
+"""The `gangplank` command (shared/spec/cli.md)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from service.config import Settings, default_database_url
+
+app = typer.Typer(help="Gangplank: an event-sourced gang scheduler.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+audit_app = typer.Typer(help="Audit a cluster's stream.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+console = Console(stderr=True)
+out = Console()
+
+DbOpt = typer.Option(None, "--database-url", help="SQLAlchemy URL (default: GANGPLANK_DATABASE_URL, "
+                                                  "else sqlite file gangplank.db here)")
+
+
+def _db(url: Optional[str]) -> str:
+    return url or default_database_url()
+
+
+@app.command()
+def serve(host: str = typer.Option("127.0.0.1", "--host"),
+          port: int = typer.Option(8000, "--port"),
+          database_url: Optional[str] = DbOpt,
+          kafka_bootstrap: Optional[str] = typer.Option(None, "--kafka-bootstrap", help="HOST:PORT"),
+          tokens: Optional[str] = typer.Option(None, "--tokens", help="tokens file (JSON)"),
+          no_migrate: bool = typer.Option(False, "--no-migrate"),
+          kafka_idempotence: Optional[bool] = typer.Option(
+              None, "--kafka-idempotence/--no-kafka-idempotence",
+              help="idempotent producer (off for brokers without InitProducerId)")) -> None:
+    """Run the HTTP API (and the Kafka consumer and outbox relay with --kafka-bootstrap)."""
+    import uvicorn
+
+    from service.api.settings import ApiSettings, resolve_bind_host
+    from service.bootstrap import build_app
+    from service.logging import configure_logging
+
+    configure_logging()
+    settings = Settings.from_env(database_url=database_url, host=host, port=port, tokens_file=tokens,
+                                 kafka_bootstrap=kafka_bootstrap, kafka_idempotence=kafka_idempotence)
+    settings.migrate = not no_migrate
+    api_settings = ApiSettings.from_tokens_file(settings.tokens_file)
+    bind = resolve_bind_host(api_settings, settings.host)
+    application = build_app(settings, api_settings)
+    uvicorn.run(application, host=bind, port=settings.port, log_level="warning", access_log=False)
+
+
+@app.command()
+def migrate(database_url: Optional[str] = DbOpt) -> None:
+    """Bring the schema to the latest migration."""
+    from service.store.migrate import upgrade
+
+    url = _db(database_url)
+    asyncio.run(upgrade(url))
+    console.print("[green]schema is at the latest migration[/]")
+
+
+async def _envelopes(url: str, cluster: str, until: int | None) -> list[dict[str, Any]]:
+    from service.store import open_store
+
+    store = open_store(url)
+    try:
+        out_: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            batch = await store.read(cluster, after=after, limit=10000, until=until)
+            if not batch:
+                return out_
+            out_.extend(e.envelope() for e in batch)
+            after = batch[-1].position
+    finally:
+        await store.close()
+
+
+@app.command()
+def replay(cluster: str = typer.Option(..., "--cluster"),
+           until: Optional[int] = typer.Option(None, "--until"),
+           verify: bool = typer.Option(False, "--verify", help="re-decide every input and compare byte for byte"),
+           from_file: Optional[str] = typer.Option(None, "--from-file", help="an export (JSON lines)"),
+           database_url: Optional[str] = DbOpt) -> None:
+    """Rebuild a cluster's state from its events and print a summary."""
+    from service.app.audit import read_jsonl, replay as run_replay
+
+    if from_file:
+        envelopes: Any = [e for e in read_jsonl(from_file) if e.get("cluster", cluster) == cluster]
+    else:
+        envelopes = asyncio.run(_envelopes(_db(database_url), cluster, until))
+    total = envelopes[-1]["position"] if envelopes else 0
+    if until is not None:
+        total = min(total, until)
+    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("replay", total=total)
+        result = run_replay(envelopes, cluster, verify=verify, until=until,
+                            progress=lambda p: bar.update(task, completed=p) if p % 1000 == 0 else None)
+    summary = result.summary()
+    out.print_json(json.dumps(summary))
+    if verify and not result.ok:
+        where = result.first_bad_hash if not result.chain_ok else result.first_mismatch
+        console.print(f"[red]verification failed at position {where}[/]")
+        raise typer.Exit(1)
+    if verify:
+        console.print(f"[green]verified: {result.events} events reproduced byte for byte, chain intact[/]")
+
+
+@app.command()
+def export(cluster: str = typer.Option(..., "--cluster"),
+           until: Optional[int] = typer.Option(None, "--until"),
+           database_url: Optional[str] = DbOpt) -> None:
+    """Write the cluster's events as JSON lines (stdout)."""
+    from service.store.base import canonical_json
+
+    for env in asyncio.run(_envelopes(_db(database_url), cluster, until)):
+        sys.stdout.write(canonical_json(env) + "\n")
+
+
+@audit_app.command("verify")
+def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: Optional[str] = DbOpt) -> None:
+    """Check the hash chain; exit 1 naming the first bad position."""
+    from service.store import open_store
+
+    async def run() -> Any:
+        store = open_store(_db(database_url))
+        try:
+            return await store.verify(cluster)
+        finally:
+            await store.close()
+
+    result = asyncio.run(run())
+    body: dict[str, Any] = {"ok": result.ok, "events": result.events, "head": result.head}
+    if not result.ok:
+        body["firstBadPosition"] = result.first_bad_position
+    out.print_json(json.dumps(body))
+    if not result.ok:
+        console.print(f"[red]hash chain broken at position {result.first_bad_position}[/]")
+        raise typer.Exit(1)
+
+
+@audit_app.command("explain")
+def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME"),
+                  cluster: str = typer.Option(..., "--cluster"),
+                  database_url: Optional[str] = DbOpt) -> None:
+    """The workload's history in words: submitted, why it waited, where it ran, who preempted it."""
+    from service.app.audit import explain
+    from service.app.service import Gangplank
+    from service.store import open_store
+
+    if "/" not in workload:
+        console.print("[red]give the workload as NAMESPACE/NAME[/]")
+        raise typer.Exit(2)
+    namespace, name = workload.split("/", 1)
+
+    async def run() -> Any:
+        store = open_store(_db(database_url))
+        try:
+            return await Gangplank(store).history(cluster, namespace, name)
+        finally:
+            await store.close()
+
+    history = asyncio.run(run())
+    if history is None:
+        console.print(f"[red]workload {namespace}/{name} not found in cluster {cluster}[/]")
+        raise typer.Exit(1)
+    for line in explain(namespace, name, history["events"]):
+        out.print(line, highlight=False, soft_wrap=True)
+
+
+def main() -> None:  # pragma: no cover - `python -m service`
+    app()

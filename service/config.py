@@ -1,0 +1,51 @@
+"""Settings of a Gangplank process, from CLI flags and GANGPLANK_* environment variables."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_SQLITE = "gangplank.db"
+
+
+def default_database_url() -> str:
+    return os.environ.get("GANGPLANK_DATABASE_URL") or f"sqlite+aiosqlite:///{Path.cwd() / DEFAULT_SQLITE}"
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass
+class Settings:
+    database_url: str
+    host: str = "127.0.0.1"
+    port: int = 8000
+    tokens_file: str | None = None
+    migrate: bool = True
+    kafka_bootstrap: str | None = None
+    commands_topic: str = "gangplank.commands"
+    dlq_topic: str = "gangplank.commands.dlq"
+    decisions_topic: str = "gangplank.decisions"
+    consumer_group: str = "gangplank"
+    kafka_idempotence: bool = True  # Apache Kafka; brokers without InitProducerId (Tansu) need False
+    kafka_partitions: int = 6  # when the service creates the topics
+    snapshot_every: int = 5000
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "Settings":
+        env = os.environ
+        values: dict[str, object] = {
+            "database_url": default_database_url(),
+            "tokens_file": env.get("GANGPLANK_TOKENS") or None,
+            "kafka_bootstrap": env.get("GANGPLANK_KAFKA_BOOTSTRAP") or None,
+            "commands_topic": env.get("GANGPLANK_COMMANDS_TOPIC", cls.commands_topic),
+            "dlq_topic": env.get("GANGPLANK_DLQ_TOPIC", cls.dlq_topic),
+            "decisions_topic": env.get("GANGPLANK_DECISIONS_TOPIC", cls.decisions_topic),
+            "consumer_group": env.get("GANGPLANK_CONSUMER_GROUP", cls.consumer_group),
+            "kafka_idempotence": _flag("GANGPLANK_KAFKA_IDEMPOTENCE", True),
+            "snapshot_every": int(env.get("GANGPLANK_SNAPSHOT_EVERY", cls.snapshot_every)),
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
