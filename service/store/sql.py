@@ -271,6 +271,28 @@ def _translating(method: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
+_running_writes: set[asyncio.Task[Any]] = set()
+
+
+def _finishes_when_cancelled(method: _F) -> _F:
+    """Run a write in its own task, shielded: cancelling the caller (client gone, shutdown)
+    lets the transaction finish, committed or rolled back, instead of abandoning a connection
+    mid-transaction (which on SQLite would keep the database write-locked). The caller still
+    gets CancelledError, once the write has finished; the write may have been committed."""
+    @functools.wraps(method)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        task = asyncio.ensure_future(method(*args, **kwargs))
+        _running_writes.add(task)
+        task.add_done_callback(_running_writes.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                await asyncio.wait([task])
+            raise
+    return wrapper  # type: ignore[return-value]
+
+
 def _convert(rows: Sequence[Any]) -> list[StoredEvent]:
     """Rows to StoredEvents. Decoding builds many small containers at once; pausing the
     cyclic GC meanwhile (no references cycles are created) halves the cost."""
@@ -391,6 +413,7 @@ class SqlEventStore:
     # ------------------------------------------------------------------ writes
 
     @_translating
+    @_finishes_when_cancelled
     async def append(
         self,
         cluster: str,
@@ -565,6 +588,7 @@ class SqlEventStore:
             await conn.execute(t_outbox.insert(), outbox_rows)
 
     @_translating
+    @_finishes_when_cancelled
     async def record_without_events(
         self,
         *,
@@ -707,6 +731,7 @@ class SqlEventStore:
     # ------------------------------------------------------------------ snapshots
 
     @_translating
+    @_finishes_when_cancelled
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         stmt = self._insert(t_snapshots).values(cluster=snapshot.cluster, position=snapshot.position,
                                                 version=snapshot.version, blob=snapshot.blob)
@@ -731,6 +756,7 @@ class SqlEventStore:
         return Snapshot(cluster=cluster, position=int(row[0]), version=version, blob=bytes(row[1]))
 
     @_translating
+    @_finishes_when_cancelled
     async def delete_snapshots(self, cluster: str | None = None) -> None:
         stmt = sa.delete(t_snapshots)
         if cluster is not None:
@@ -753,6 +779,7 @@ class SqlEventStore:
                            position=None if r[6] is None else int(r[6])) for r in rows]
 
     @_translating
+    @_finishes_when_cancelled
     async def outbox_done(self, ids: Sequence[int]) -> None:
         """Delete sent rows."""
         ids = list(ids)
