@@ -98,6 +98,16 @@ def hash_input(cluster: str, position: int, type_: str, schema_version: int, dat
             f'"schemaVersion":{int(schema_version)},"type":{canonical_json(type_)}}}')
 
 
+def envelope_json(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
+                  metadata_json: str, recorded_at: str, prev_hash: str, hash_: str) -> str:
+    """canonical_json() of the full envelope (what the outbox publishes), spliced like
+    hash_input(); equal to canonical_json(StoredEvent.envelope()) by construction; tested."""
+    return (f'{{"cluster":{canonical_json(cluster)},"data":{data_json},"hash":{canonical_json(hash_)},'
+            f'"metadata":{metadata_json},"position":{int(position)},"prevHash":{canonical_json(prev_hash)},'
+            f'"recordedAt":{canonical_json(recorded_at)},"schemaVersion":{int(schema_version)},'
+            f'"type":{canonical_json(type_)}}}')
+
+
 def _sha256_hex(prev_hash: str, text: str) -> str:
     return hashlib.sha256((prev_hash + text).encode("utf-8")).hexdigest()
 
@@ -403,12 +413,14 @@ class SqlEventStore:
         return rows, stored
 
     @staticmethod
-    def _outbox_event_rows(stored: list[StoredEvent], topic: str | None) -> list[dict[str, Any]]:
+    def _outbox_event_rows(rows: list[dict[str, Any]], topic: str | None) -> list[dict[str, Any]]:
+        """One outbox row per event: key = cluster, value = canonical JSON of the envelope."""
         if topic is None:
             return []
-        return [{"topic": topic, "key": s.cluster.encode("utf-8"),
-                 "value": canonical_json(s.envelope()).encode("utf-8"), "headers": "[]",
-                 "cluster": s.cluster, "position": s.position} for s in stored]
+        return [{"topic": topic, "key": r["cluster"].encode("utf-8"),
+                 "value": envelope_json(r["cluster"], r["position"], r["type"], r["schema_version"], r["data"],
+                                        r["metadata"], r["recorded_at"], r["prev_hash"], r["hash"]).encode("utf-8"),
+                 "headers": "[]", "cluster": r["cluster"], "position": r["position"]} for r in rows]
 
     # ------------------------------------------------------------------ writes
 
@@ -460,7 +472,7 @@ class SqlEventStore:
                     raise ConcurrencyConflict(cluster, expected, last)
             recorded_at = utc_now()
             rows, stored = self._chain(cluster, expected, prev, prepared, recorded_at)
-            outbox_rows = dead_rows + self._outbox_event_rows(stored, outbox_topic)
+            outbox_rows = dead_rows + self._outbox_event_rows(rows, outbox_topic)
             params = {
                 "cluster": cluster, "expected": expected, "prev_head": prev, "recorded_at": recorded_at,
                 "new_last": stored[-1].position, "new_head": stored[-1].hash,
@@ -547,7 +559,7 @@ class SqlEventStore:
                 await conn.execute(
                     sa.update(t_clusters).where(t_clusters.c.name == cluster)
                     .values(last_position=stored[-1].position, head_hash=stored[-1].hash))
-                outbox_rows += self._outbox_event_rows(stored, outbox_topic)
+                outbox_rows += self._outbox_event_rows(rows, outbox_topic)
             await self._write_extras(conn, idem_rows, offset_rows, outbox_rows)
         return stored
 

@@ -18,7 +18,7 @@ from service.store import (
 from service.store.base import StoreUnavailable, chain_hash
 from service.store.migrate import head_revisions, schema_is_current, upgrade
 from service.store.schema import ALL_TABLES
-from service.store.sql import hash_input
+from service.store.sql import envelope_json, hash_input
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
@@ -37,6 +37,9 @@ def test_spliced_hash_input_equals_canonical_json_of_the_envelope(cluster, posit
     spliced = hash_input(cluster, position, type_, version, canonical_json(data), canonical_json(metadata),
                          recorded_at)
     assert spliced == canonical_json(envelope)
+    full = {**envelope, "prevHash": "0" * 64, "hash": "ab" * 32}
+    assert envelope_json(cluster, position, type_, version, canonical_json(data), canonical_json(metadata),
+                         recorded_at, "0" * 64, "ab" * 32) == canonical_json(full)
     assert chain_hash("0" * 64, envelope) == StoredEvent(
         cluster, position, type_, version, data, metadata, recorded_at, "0" * 64,
         chain_hash("0" * 64, envelope)).hash
