@@ -10,6 +10,7 @@ connected to an existing database), else postgres@127.0.0.1:5432, else root@127.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
@@ -41,6 +42,25 @@ async def _admin_connection() -> tuple[asyncpg.Connection, str]:
                        + "; ".join(errors))
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _drop_stale(admin: asyncpg.Connection, prefix: str) -> None:
+    """Drop databases this helper made for processes that are gone (a killed test run)."""
+    pattern = re.compile(rf"^{re.escape(prefix)}_(\d+)_[0-9a-f]{{8}}$")
+    for (name,) in await admin.fetch("SELECT datname FROM pg_database WHERE datname LIKE $1", prefix + "\\_%"):
+        match = pattern.match(name)
+        if match and not _pid_alive(int(match.group(1))):
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def _replace_database(url: str, name: str) -> str:
     base = url.rsplit("/", 1)[0]
     return base.replace("postgresql://", "postgresql+asyncpg://", 1) + "/" + name
@@ -52,6 +72,7 @@ async def temporary_postgres_database(prefix: str = "gp_test") -> AsyncIterator[
     admin, admin_url = await _admin_connection()
     name = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
     try:
+        await _drop_stale(admin, prefix)
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
