@@ -181,6 +181,7 @@ def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
     heap = index.heads()
     heapq.heapify(heap)
     dirty = np.fromiter(sorted(index.dirty), dtype=np.int64, count=len(index.dirty))
+    memo: dict[Any, Any] = {}  # dirty-row gains per shape, shared by the classes of this sweep
     while heap:
         key, bkey = heapq.heappop(heap)
         g = state.queue.get(key)
@@ -190,7 +191,7 @@ def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
                 heapq.heappush(heap, (nxt, bkey))
             continue
         is_class = len(bkey) != 2  # ("solo", key) buckets hold one group
-        if is_class and _bounded_out(state, g, dirty):
+        if is_class and _bounded_out(state, g, dirty, memo):
             continue  # the whole class would fail: drop the bucket for this sweep
         outcome = _try(state, g, emit)
         if outcome == "evicted":
@@ -209,7 +210,7 @@ def _can_preempt(state: ClusterState, g: Group) -> bool:
     return state.running.keys()[0][0] < g.workload.spec.priority
 
 
-def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray) -> bool:
+def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray, memo: dict[Any, Any]) -> bool:
     """True when the class's bounds prove its head cannot be placed now (queue.py)."""
     if not single_shape(g):
         return False
@@ -217,14 +218,14 @@ def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray) -> bool:
     if info.ub is None:
         return False
     need = g.spec.min_count if g.spec.gang else 1
-    info.ub = grown_bound(state, g, info.ub, dirty, pre=False)
+    info.ub = grown_bound(state, g, info.ub, dirty, False, memo)
     if info.ub >= need:
         return False
     if not _can_preempt(state, g):
         return True
     if info.ub_pre is None:
         return False
-    info.ub_pre = grown_bound(state, g, info.ub_pre, dirty, pre=True)
+    info.ub_pre = grown_bound(state, g, info.ub_pre, dirty, True, memo)
     return info.ub_pre < need
 
 

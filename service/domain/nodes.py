@@ -147,6 +147,18 @@ class NodeTable:
             self._domain_cache[key] = cached
         return cached
 
+    def domain_alloc_sums(self, key: str, col: int) -> np.ndarray:
+        """Allocatable of one resource summed per domain of `key` (floats: for screening only)."""
+        cache_key = f"{key}\0sum\0{col}"
+        hit = self._domain_cache.get(cache_key)
+        if hit is None:
+            ids, values = self.domains(key)
+            live = np.flatnonzero(ids[: self.count] >= 0)
+            sums = np.bincount(ids[live], weights=self.alloc[live, col], minlength=len(values))
+            hit = (sums, values)
+            self._domain_cache[cache_key] = hit  # type: ignore[assignment]
+        return hit[0]
+
     def request_vector(self, requests: Iterable[tuple[str, int]]) -> np.ndarray:
         requests = list(requests)
         cols = [self.column(resource) for resource, _ in requests]  # may add columns

@@ -318,12 +318,9 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     dom = ids[live]
     rcols = [nodes.resources[r] for r, _ in requests]
     fl = np.zeros(len(values))
-    sums_used, sums_alloc = [], []
     for col, (_, q) in zip(rcols, requests):
-        a = np.bincount(dom, weights=nodes.alloc[live, col], minlength=len(values))
+        a = nodes.domain_alloc_sums(g.spec.topology_key, col)  # type: ignore[arg-type]
         u = np.bincount(dom, weights=nodes.used[live, col], minlength=len(values))
-        sums_used.append(u)
-        sums_alloc.append(a)
         fl += np.where(a > 0, (u + k * q) / np.where(a > 0, a, 1), 0.0)
     fscores = fl[feasible]
     top = fscores.max()

@@ -91,13 +91,13 @@ def fit_counts(state: "ClusterState", g: "Group", rows: np.ndarray, extra: np.nd
     shape = g.spec.pod_shapes[0]
     vec = state.shape_vector(g.workload, shape)
     cols = np.flatnonzero(vec)
-    free = nodes.alloc[np.ix_(rows, cols)] - nodes.used[np.ix_(rows, cols)]
+    free = nodes.alloc[rows][:, cols] - nodes.used[rows][:, cols]
     if extra is not None:
         free = free + extra[:, cols]
-    fit = np.min(free // vec[cols], axis=1) if len(cols) else np.full(len(rows), g.total)
+    fit = np.min(free // vec[cols], axis=1) if len(cols) else np.full(len(rows), 1 << 40)
     sel = nodes.selector_mask(g.workload.spec.shapes[shape].node_selector)
     ok = nodes.schedulable[rows] & sel[rows]
-    return np.where(ok, np.clip(fit, 0, g.total), 0)
+    return np.where(ok, np.maximum(fit, 0), 0)
 
 
 def lower_usage(state: "ClusterState", rows: np.ndarray, priority: int) -> np.ndarray:
@@ -113,22 +113,39 @@ def lower_usage(state: "ClusterState", rows: np.ndarray, priority: int) -> np.nd
     return out
 
 
-def grown_bound(state: "ClusterState", g: "Group", bound: int, rows: np.ndarray, pre: bool) -> int:
-    """`bound` plus what the dirty rows could add for g's class."""
-    if len(rows) == 0:
-        return bound
+def _gain(state: "ClusterState", g: "Group", rows: np.ndarray, pre: bool) -> Any:
+    """What the dirty rows could hold for g's shape: a pod count, or per touched domain."""
     extra = lower_usage(state, rows, g.workload.spec.priority) if pre else None
     key = g.spec.topology_key
     if key is None:
-        return bound + int(fit_counts(state, g, rows, extra).sum())
-    # topology: a domain touched by a dirty row may now hold up to its full capacity
+        return int(fit_counts(state, g, rows, extra).sum())
     ids, _ = state.nodes.domains(key)
     ids = ids[: state.nodes.count]
-    best = bound
+    caps = []
     for d in np.unique(ids[rows]):
         if d < 0:
             continue
         members = np.flatnonzero(ids == d)
         extra_d = lower_usage(state, members, g.workload.spec.priority) if pre else None
-        best = max(best, int(fit_counts(state, g, members, extra_d).sum()))
-    return min(best, g.total) if best != bound else bound
+        caps.append(int(fit_counts(state, g, members, extra_d).sum()))
+    return max(caps, default=0)
+
+
+def grown_bound(state: "ClusterState", g: "Group", bound: int, rows: np.ndarray, pre: bool,
+                memo: dict[Any, Any] | None = None) -> int:
+    """`bound` plus what the dirty rows could add for g's class (memo: shared within a sweep)."""
+    if len(rows) == 0:
+        return bound
+    shape = g.workload.spec.shapes[g.spec.pod_shapes[0]]
+    key = (shape.requests, shape.node_selector, g.spec.topology_key,
+           g.workload.spec.priority if pre else None)
+    if memo is None or key not in memo:
+        gain = _gain(state, g, rows, pre)
+        if memo is not None:
+            memo[key] = gain
+    else:
+        gain = memo[key]
+    if g.spec.topology_key is None:
+        return min(bound + gain, g.total)
+    # a domain touched by a dirty row may now hold up to its full capacity
+    return max(bound, min(gain, g.total))
