@@ -31,6 +31,7 @@ class Settings:
     consumer_group: str = "gangplank"
     kafka_idempotence: bool = True  # Apache Kafka; brokers without InitProducerId (Tansu) need False
     kafka_partitions: int = 6  # when the service creates the topics
+    kafka_session_timeout_ms: int = 10_000  # consumer group session: how soon a dead replica's partitions move
     snapshot_every: int = 5000
 
     @classmethod
@@ -45,6 +46,9 @@ class Settings:
             "decisions_topic": env.get("GANGPLANK_DECISIONS_TOPIC", cls.decisions_topic),
             "consumer_group": env.get("GANGPLANK_CONSUMER_GROUP", cls.consumer_group),
             "kafka_idempotence": _flag("GANGPLANK_KAFKA_IDEMPOTENCE", True),
+            "kafka_partitions": int(env.get("GANGPLANK_KAFKA_PARTITIONS", cls.kafka_partitions)),
+            "kafka_session_timeout_ms": int(env.get("GANGPLANK_KAFKA_SESSION_TIMEOUT_MS",
+                                                    cls.kafka_session_timeout_ms)),
             "snapshot_every": int(env.get("GANGPLANK_SNAPSHOT_EVERY", cls.snapshot_every)),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})

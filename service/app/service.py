@@ -14,7 +14,7 @@ import pickle
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from service import metrics
 from service.app.commands import Command, Origin, Outcome
@@ -131,15 +131,20 @@ class Gangplank:
 
     async def execute_batch(self, cluster: str, items: Sequence[BatchItem], *,
                             offsets: Sequence[ConsumedOffset] = (),
-                            record_rejections: bool = True) -> list[Outcome]:
+                            record_rejections: bool = True,
+                            key_conflict: Callable[[int, IdempotencyRecord], DeadLetter] | None = None,
+                            ) -> list[Outcome]:
         """Decide several commands for one cluster and commit them in one transaction.
 
         record_rejections: state rejections become CommandRejected events (Kafka);
         otherwise they are answered and nothing is recorded (HTTP).
+        key_conflict: when given, an item whose idempotency key is already stored with a
+        different fingerprint (answered 409, nothing recorded for it) is also dead-lettered:
+        key_conflict(index, stored record) is the letter, written in the same transaction (Kafka).
         """
         for attempt in range(MAX_RETRIES):
             try:
-                return await self._execute_once(cluster, items, offsets, record_rejections)
+                return await self._execute_once(cluster, items, offsets, record_rejections, key_conflict)
             except ConcurrencyConflict:
                 self._drop(cluster)
                 await asyncio.sleep(min(0.001 * (2 ** attempt), 0.2))
@@ -148,15 +153,20 @@ class Gangplank:
         raise RuntimeError(f"cluster {cluster}: too many concurrent writers")
 
     async def _execute_once(self, cluster: str, items: Sequence[BatchItem],
-                            offsets: Sequence[ConsumedOffset], record_rejections: bool) -> list[Outcome]:
+                            offsets: Sequence[ConsumedOffset], record_rejections: bool,
+                            key_conflict: Callable[[int, IdempotencyRecord], DeadLetter] | None = None,
+                            ) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
         seen_keys: dict[str, int] = {}
+        dead_letters: list[DeadLetter] = []
         for i, item in enumerate(items):
             if item.idempotency_key is None:
                 continue
             prior = await self.store.get_idempotency(item.idempotency_key)
             if prior is not None:
                 outcomes[i] = self._replay(prior, item.fingerprint)
+                if key_conflict is not None and prior.fingerprint != (item.fingerprint or ""):
+                    dead_letters.append(key_conflict(i, prior))
         entry = await self._cluster(cluster)
         async with entry.lock:
             last = await self.store.last_position(cluster)
@@ -209,12 +219,14 @@ class Gangplank:
                         assert isinstance(out, Outcome)
                         records.append(IdempotencyRecord(key, item.fingerprint or "", out.status, out.body,
                                                          cluster, inp.position))
-                if new_events or records or offsets:
+                if new_events or records or offsets or dead_letters:
                     stored = await self.store.append(cluster, expected, new_events, idempotency=records,
-                                                     offsets=offsets, outbox_topic=self.outbox_topic) \
+                                                     offsets=offsets, dead_letters=dead_letters,
+                                                     outbox_topic=self.outbox_topic) \
                         if new_events else []
-                    if not new_events and (records or offsets):
-                        await self.store.record_without_events(idempotency=records, offsets=offsets)
+                    if not new_events and (records or offsets or dead_letters):
+                        await self.store.record_without_events(idempotency=records, offsets=offsets,
+                                                               dead_letters=dead_letters)
                     metrics.EVENTS_APPENDED.inc(len(stored))
             except BaseException:
                 self._drop(cluster)  # the cached state holds uncommitted decisions
