@@ -275,9 +275,11 @@ async def state_at(
     request: Request[Any, Any, Any], cluster: ClusterSegment,
     at: Annotated[int | None, QueryParameter(name="at", ge=0, le=MAX_POSITION,
                                                           description="A position; default: now.")] = None,
+    include_finished: Annotated[bool, QueryParameter(
+        name="includeFinished", description="Also list workloads finished by then.")] = False,
 ) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"))
-    return json_response(await service_of(request).state_at(cluster, at))
+    return json_response(await service_of(request).state_at(cluster, at, include_finished=include_finished))
 
 
 async def verify(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:

@@ -43,7 +43,7 @@ class ReplayResult:
 
     def summary(self) -> dict[str, Any]:
         state = self.state
-        placed = sum(g.placed for wl in state.workloads.values() for g in wl.groups)
+        placed = sum(g.placed for wl in state.workloads.values() if wl.deleted_at is None for g in wl.groups)
         out: dict[str, Any] = {
             "cluster": state.cluster, "position": state.position, "events": self.events,
             "inputs": self.inputs, "decisions": self.decisions, "eventsByType": dict(sorted(self.by_type.items())),

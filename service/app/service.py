@@ -378,20 +378,23 @@ class Gangplank:
                 out.append(event_json(found[0]))
         return {"events": out}
 
-    async def state_at(self, cluster: str, at: int | None) -> dict[str, Any]:
+    async def state_at(self, cluster: str, at: int | None, *, include_finished: bool = False) -> dict[str, Any]:
+        """The cluster after event `at`: the nearest snapshot plus a short replay (never the
+        whole stream). Finished workloads are counted, and listed with include_finished."""
         entry = await self._fresh(cluster)
         if at is None or at >= entry.state.position:
-            state = entry.state
             async with entry.lock:
-                return self._state_view(state, state.position)
+                return self._state_view(entry.state, entry.state.position, include_finished)
         state = await self.rebuild(cluster, until=at)
-        return self._state_view(state, at)
+        return self._state_view(state, at, include_finished)
 
     @staticmethod
-    def _state_view(state: ClusterState, at: int) -> dict[str, Any]:
+    def _state_view(state: ClusterState, at: int, include_finished: bool) -> dict[str, Any]:
+        listed = [wl for wl in state.by_position.values() if include_finished or wl.deleted_at is None]
+        listed.sort(key=lambda w: w.position)
         return {"position": at, "nodes": views.node_views(state),
-                "workloads": [views.workload_view(state, wl)
-                              for wl in sorted(state.workloads.values(), key=lambda w: w.position)]}
+                "workloads": [views.workload_view(state, wl) for wl in listed],
+                "finishedWorkloads": sum(1 for wl in state.by_position.values() if wl.deleted_at is not None)}
 
     async def verify(self, cluster: str) -> dict[str, Any]:
         result = await self.store.verify(cluster)

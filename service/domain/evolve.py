@@ -96,6 +96,7 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
     for g in wl.groups:
         state.sync_queue(g)
     wl.events.append(e.position)
+    wl.compact()
 
 
 def _rejected(state: ClusterState, e: ev.Event) -> None:

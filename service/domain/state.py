@@ -7,6 +7,8 @@ insertion-ordered and every iteration that reaches an event is sorted.
 """
 from __future__ import annotations
 
+import json
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +16,7 @@ import numpy as np
 from sortedcontainers import SortedDict
 
 from service.domain.devices import DeviceState
-from service.domain.model import GroupSpec, PriorityClass, WorkloadSpec
+from service.domain.model import GroupSpec, PriorityClass, WorkloadSpec, workload_from_submission
 from service.domain.nodes import NodeTable
 from service.domain.queue import QueueIndex
 
@@ -80,6 +82,48 @@ class Workload:
     @property
     def key(self) -> tuple[str, str]:
         return (self.spec.namespace, self.spec.name)
+
+    # A finished workload keeps only what its view and history need: a cluster that has seen
+    # hundreds of thousands of workloads stays small in memory and in snapshots. Its spec and
+    # groups are rebuilt on first access.
+    def compact(self) -> None:
+        extras = [{"conditions": g.conditions, "explanation": g.explanation,
+                   "needsExplanation": g.needs_explanation, "everScheduled": g.ever_scheduled}
+                  for g in self.groups]
+        self.__dict__["_finished"] = (json.dumps(self.body, separators=(",", ":")),
+                                      json.dumps(extras, separators=(",", ":")),
+                                      self.spec.namespace, self.spec.name, self.spec.priority,
+                                      self.spec.preemption_policy)
+        self.events = array("q", self.events)
+        for name in ("spec", "groups", "body"):
+            self.__dict__.pop(name, None)
+
+    def __getattr__(self, name: str) -> Any:
+        finished = self.__dict__.get("_finished")
+        if finished is None or name not in ("spec", "groups", "body"):
+            raise AttributeError(name)
+        body_json, extras_json, namespace, wl_name, priority, policy = finished
+        body = json.loads(body_json)
+        spec = workload_from_submission({"namespace": namespace, "name": wl_name, "priority": priority,
+                                         "preemptionPolicy": policy, "spec": body})
+        self.__dict__.update(spec=spec, body=body)
+        groups = []
+        for i, (gs, extra) in enumerate(zip(spec.groups, json.loads(extras_json))):
+            g = Group(workload=self, index=i, spec=gs, node_of=[-1] * len(gs.pod_names),
+                      placed_at=[None] * len(gs.pod_names), explanation=extra["explanation"],
+                      needs_explanation=extra["needsExplanation"], conditions=extra["conditions"],
+                      ever_scheduled=extra["everScheduled"])
+            groups.append(g)
+        self.__dict__["groups"] = groups
+        return self.__dict__[name]
+
+    def __getstate__(self) -> dict[str, Any]:
+        if "_finished" in self.__dict__:
+            return {k: v for k, v in self.__dict__.items() if k not in ("spec", "groups", "body")}
+        return self.__dict__
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
 
 class ClusterState:

@@ -54,7 +54,7 @@ def group_view(state: ClusterState, g: Group) -> dict[str, Any]:
         "minCount": g.spec.min_count,
         "placedPods": g.placed,
         "domain": g.domain,
-        "explanation": g.explanation if g.pending else None,
+        "explanation": g.explanation if g.pending and g.workload.deleted_at is None else None,
         "pods": [{"name": n, "node": names[g.node_of[i]] if g.node_of[i] >= 0 else None}
                  for i, n in enumerate(g.spec.pod_names)],
         "claims": dra.claim_views(state, g),
@@ -93,7 +93,7 @@ def canonical(state: ClusterState) -> dict[str, Any]:
         "nodes": node_views(state),
         "objects": {k: object_views(state, k) for k in ("priorityclasses", "deviceclasses", "resourceslices")},
         "workloads": [
-            {**workload_view(state, wl), "events": wl.events,
+            {**workload_view(state, wl), "events": list(wl.events),
              "internal": [{"placedAt": g.placed_at, "needsExplanation": g.needs_explanation,
                            "everScheduled": g.ever_scheduled} for g in wl.groups]}
             for wl in sorted(state.workloads.values(), key=lambda w: w.position)],

@@ -93,8 +93,10 @@ async def test_state_at_positions(incident):
     assert "n3" not in {n["name"] for n in s3["nodes"]}
     urgent = next(w for w in s3["workloads"] if w["name"] == "urgent")["status"]["podGroups"][0]
     assert urgent["placedPods"] == 4 and urgent["phase"] == "Scheduled"  # lost its 2 surplus pods
-    s4 = await svc.state_at(C, None)
+    s4 = await svc.state_at(C, None, include_finished=True)
     assert phase(s4, "urgent") == "Finished" and phase(s4, "train") == "Scheduled"
+    live = await svc.state_at(C, None)
+    assert [w["name"] for w in live["workloads"]] == ["train"] and live["finishedWorkloads"] == 1
     # an input whose decisions follow: the state between them
     events = (await svc.events(C, after=m["preempted"], limit=1, wait=0))["events"]
     assert events[0]["type"] == ev.NODE_REMOVED
