@@ -13,9 +13,15 @@ from typing import Any, Protocol, Sequence
 GENESIS_HASH = "0" * 64
 
 
+# One encoder for every call: json.dumps(value, sort_keys=True, separators=(",", ":"),
+# ensure_ascii=True) builds a new JSONEncoder each time; the output is the same.
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def canonical_json(value: Any) -> str:
-    """events.md: sorted keys, no insignificant whitespace, ASCII only."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    """events.md: sorted keys, no insignificant whitespace, ASCII only (the same text as
+    json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True))."""
+    return _CANONICAL_ENCODER.encode(value)
 
 
 def chain_hash(prev_hash: str, envelope_without_hashes: dict[str, Any]) -> str:

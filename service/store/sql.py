@@ -88,24 +88,28 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# canonical_json() of a str: the C quoting function json.dumps(..., ensure_ascii=True) uses.
+_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
 def hash_input(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
                metadata_json: str, recorded_at: str) -> str:
     """canonical_json() of the envelope without hash/prevHash, built from the already canonical
     data/metadata texts (keys in sorted order: cluster, data, metadata, position, recordedAt,
     schemaVersion, type). Equal to canonical_json(envelope) by construction; tested."""
-    return (f'{{"cluster":{canonical_json(cluster)},"data":{data_json},"metadata":{metadata_json},'
-            f'"position":{int(position)},"recordedAt":{canonical_json(recorded_at)},'
-            f'"schemaVersion":{int(schema_version)},"type":{canonical_json(type_)}}}')
+    return (f'{{"cluster":{_quote(cluster)},"data":{data_json},"metadata":{metadata_json},'
+            f'"position":{int(position)},"recordedAt":{_quote(recorded_at)},'
+            f'"schemaVersion":{int(schema_version)},"type":{_quote(type_)}}}')
 
 
 def envelope_json(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
                   metadata_json: str, recorded_at: str, prev_hash: str, hash_: str) -> str:
     """canonical_json() of the full envelope (what the outbox publishes), spliced like
     hash_input(); equal to canonical_json(StoredEvent.envelope()) by construction; tested."""
-    return (f'{{"cluster":{canonical_json(cluster)},"data":{data_json},"hash":{canonical_json(hash_)},'
-            f'"metadata":{metadata_json},"position":{int(position)},"prevHash":{canonical_json(prev_hash)},'
-            f'"recordedAt":{canonical_json(recorded_at)},"schemaVersion":{int(schema_version)},'
-            f'"type":{canonical_json(type_)}}}')
+    return (f'{{"cluster":{_quote(cluster)},"data":{data_json},"hash":{_quote(hash_)},'
+            f'"metadata":{metadata_json},"position":{int(position)},"prevHash":{_quote(prev_hash)},'
+            f'"recordedAt":{_quote(recorded_at)},"schemaVersion":{int(schema_version)},'
+            f'"type":{_quote(type_)}}}')
 
 
 def _sha256_hex(prev_hash: str, text: str) -> str:

@@ -1,6 +1,8 @@
 """Store helpers, migrations and failure modes outside the conformance suite."""
 from __future__ import annotations
 
+import json
+
 import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -183,3 +185,9 @@ async def test_lost_connections_cost_one_failed_call(pg_database_url: str) -> No
     finally:
         await store.close()
         await admin.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=json_values)
+def test_canonical_json_is_the_text_events_md_specifies(value) -> None:
+    assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
