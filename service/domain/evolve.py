@@ -88,9 +88,8 @@ def _class_key(wl: Workload, g: Group) -> tuple | None:
 def _deleted(state: ClusterState, e: ev.Event) -> None:
     wl = state.workloads[(e.data["namespace"], e.data["name"])]
     for g in wl.groups:
-        for pod, node in enumerate(g.node_of):
-            if node >= 0:
-                state.release_pod(g, pod)
+        if g.placed:
+            state.release_pods(g, [pod for pod, node in enumerate(g.node_of) if node >= 0])
     dra.workload_released(state, wl)
     wl.deleted_at = e.position
     for g in wl.groups:
@@ -113,8 +112,7 @@ def _scheduled(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
     was_scheduled = g.scheduled
     index = state.nodes.index
-    for i, p in enumerate(e.data["pods"]):
-        state.place_pod(g, g.pod_index(p["pod"]), index[p["node"]], (e.position, i))
+    state.place_pods(g, [(g.pod_index(p["pod"]), index[p["node"]]) for p in e.data["pods"]], e.position)
     if "domain" in e.data and e.data["domain"] is not None:
         g.domain = e.data["domain"]["value"]
     dra.claims_allocated(state, g, e.data.get("claims") or [])
@@ -143,11 +141,9 @@ def _unschedulable(state: ClusterState, e: ev.Event) -> None:
 
 def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]],
              claims: list[dict[str, Any]] | None) -> None:
-    for p in pods:
-        pod = g.pod_index(p["pod"])
-        if g.node_of[pod] >= 0:
-            state.release_pod(g, pod)
-    dra.group_pods_released(state, g, [g.pod_index(p["pod"]) for p in pods], claims)
+    indices = [g.pod_index(p["pod"]) for p in pods]
+    state.release_pods(g, indices)
+    dra.group_pods_released(state, g, indices, claims)
     g.needs_explanation = True
     state.sync_queue(g)
 

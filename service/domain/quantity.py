@@ -7,6 +7,7 @@ rounding.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from decimal import Decimal, InvalidOperation
 
 _SUFFIX = {
@@ -34,6 +35,17 @@ class QuantityError(ValueError):
 
 def parse_quantity(value: object, resource: str) -> int:
     """Parse a quantity for `resource` into its integer unit (millicores for cpu)."""
+    if isinstance(value, str):
+        return _parse_cached(value, resource == CPU, resource)
+    return _parse(value, resource)
+
+
+@lru_cache(maxsize=4096)
+def _parse_cached(value: str, _is_cpu: bool, resource: str) -> int:
+    return _parse(value, resource)
+
+
+def _parse(value: object, resource: str) -> int:
     if isinstance(value, bool):
         raise QuantityError("must be a quantity string or an integer")
     if isinstance(value, int):

@@ -90,10 +90,8 @@ class Workload:
         extras = [{"conditions": g.conditions, "explanation": g.explanation,
                    "needsExplanation": g.needs_explanation, "everScheduled": g.ever_scheduled}
                   for g in self.groups]
-        self.__dict__["_finished"] = (json.dumps(self.body, separators=(",", ":")),
-                                      json.dumps(extras, separators=(",", ":")),
-                                      self.spec.namespace, self.spec.name, self.spec.priority,
-                                      self.spec.preemption_policy)
+        self.__dict__["_finished"] = (self.body, extras, self.spec.namespace, self.spec.name,
+                                      self.spec.priority, self.spec.preemption_policy)
         self.events = array("q", self.events)
         for name in ("spec", "groups", "body"):
             self.__dict__.pop(name, None)
@@ -102,13 +100,14 @@ class Workload:
         finished = self.__dict__.get("_finished")
         if finished is None or name not in ("spec", "groups", "body"):
             raise AttributeError(name)
-        body_json, extras_json, namespace, wl_name, priority, policy = finished
-        body = json.loads(body_json)
+        body, extras, namespace, wl_name, priority, policy = finished
+        if isinstance(body, str):  # restored from a snapshot
+            body, extras = json.loads(body), json.loads(extras)
         spec = workload_from_submission({"namespace": namespace, "name": wl_name, "priority": priority,
                                          "preemptionPolicy": policy, "spec": body})
         self.__dict__.update(spec=spec, body=body)
         groups = []
-        for i, (gs, extra) in enumerate(zip(spec.groups, json.loads(extras_json))):
+        for i, (gs, extra) in enumerate(zip(spec.groups, extras)):
             g = Group(workload=self, index=i, spec=gs, node_of=[-1] * len(gs.pod_names),
                       placed_at=[None] * len(gs.pod_names), explanation=extra["explanation"],
                       needs_explanation=extra["needsExplanation"], conditions=extra["conditions"],
@@ -118,8 +117,16 @@ class Workload:
         return self.__dict__[name]
 
     def __getstate__(self) -> dict[str, Any]:
-        if "_finished" in self.__dict__:
-            return {k: v for k, v in self.__dict__.items() if k not in ("spec", "groups", "body")}
+        finished = self.__dict__.get("_finished")
+        if finished is not None:
+            # one string per finished workload: small and fast to load
+            body, extras = finished[0], finished[1]
+            if not isinstance(body, str):
+                body = json.dumps(body, separators=(",", ":"))
+                extras = json.dumps(extras, separators=(",", ":"))
+            out = {k: v for k, v in self.__dict__.items() if k not in ("spec", "groups", "body")}
+            out["_finished"] = (body, extras, *finished[2:])
+            return out
         return self.__dict__
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -169,30 +176,54 @@ class ClusterState:
         while len(self.node_pods) < self.nodes.count:
             self.node_pods.append(set())
 
-    def place_pod(self, g: Group, pod: int, node: int, at: tuple[int, int]) -> None:
-        vec = self.shape_vector(g.workload, g.spec.pod_shapes[pod])
-        self.nodes.used[node] += vec
+    def place_pods(self, g: Group, placements: list[tuple[int, int]], position: int) -> None:
+        """Place (pod, node row) pairs of one decision; usage is added in one numpy call."""
+        if not placements:
+            return
         self._ensure_node_rows()
-        self.node_pods[node].add((g.workload.position, g.index, pod))
-        g.node_of[pod] = node
-        g.placed_at[pod] = at
-        g.placed += 1
-        if g.placed == 1:
+        wl = g.workload
+        wpos, gi = wl.position, g.index
+        shapes = g.spec.pod_shapes
+        rows = []
+        vecs = []
+        node_pods = self.node_pods
+        for i, (pod, node) in enumerate(placements):
+            node_pods[node].add((wpos, gi, pod))
+            g.node_of[pod] = node
+            g.placed_at[pod] = (position, i)
+            rows.append(node)
+            vecs.append(self.shape_vector(wl, shapes[pod]))
+        np.add.at(self.nodes.used, np.array(rows, dtype=np.int64), np.vstack(vecs))
+        if g.placed == 0:
             self.running[g.running_key] = g
-        prio = g.workload.spec.priority
-        self.placed_by_priority[prio] = self.placed_by_priority.get(prio, 0) + 1
+        g.placed += len(placements)
+        prio = wl.spec.priority
+        self.placed_by_priority[prio] = self.placed_by_priority.get(prio, 0) + len(placements)
 
-    def release_pod(self, g: Group, pod: int) -> None:
-        node = g.node_of[pod]
-        vec = self.shape_vector(g.workload, g.spec.pod_shapes[pod])
-        self.nodes.used[node] -= vec
-        self.index.dirty.add(node)
-        self.node_pods[node].discard((g.workload.position, g.index, pod))
-        g.node_of[pod] = -1
-        g.placed_at[pod] = None
-        g.placed -= 1
-        prio = g.workload.spec.priority
-        left = self.placed_by_priority[prio] - 1
+    def release_pods(self, g: Group, pods: list[int]) -> None:
+        """Release placed pods of one group; usage is taken off in one numpy call."""
+        pods = [p for p in pods if g.node_of[p] >= 0]
+        if not pods:
+            return
+        wl = g.workload
+        wpos, gi = wl.position, g.index
+        shapes = g.spec.pod_shapes
+        rows = []
+        vecs = []
+        node_pods = self.node_pods
+        dirty = self.index.dirty
+        for pod in pods:
+            node = g.node_of[pod]
+            node_pods[node].discard((wpos, gi, pod))
+            dirty.add(node)
+            g.node_of[pod] = -1
+            g.placed_at[pod] = None
+            rows.append(node)
+            vecs.append(self.shape_vector(wl, shapes[pod]))
+        np.subtract.at(self.nodes.used, np.array(rows, dtype=np.int64), np.vstack(vecs))
+        g.placed -= len(pods)
+        prio = wl.spec.priority
+        left = self.placed_by_priority[prio] - len(pods)
         if left:
             self.placed_by_priority[prio] = left
         else:
@@ -200,6 +231,13 @@ class ClusterState:
         if g.placed == 0:
             g.domain = None
             del self.running[g.running_key]
+
+    def place_pod(self, g: Group, pod: int, node: int, at: tuple[int, int]) -> None:
+        self.place_pods(g, [(pod, node)], at[0])
+        g.placed_at[pod] = at
+
+    def release_pod(self, g: Group, pod: int) -> None:
+        self.release_pods(g, [pod])
 
     def sync_queue(self, g: Group) -> None:
         """Keep the queue holding exactly the live groups with unplaced pods."""
