@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -47,7 +48,13 @@ async def writer(store, cluster: str, appends: int, per_append: int, tag: str) -
         position = stored[-1].position
 
 
+def machine() -> str:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{os.cpu_count()} CPUs, load average {load}"
+
+
 async def main(appends: int, total_events: int) -> None:
+    print(f"machine: {machine()}")
     async with temporary_postgres_database("gp_bench") as url:
         await upgrade(url)
         store = open_store(url)
@@ -100,6 +107,7 @@ async def main(appends: int, total_events: int) -> None:
             dt = time.perf_counter() - t0
             assert result.ok and result.events == total_events, result
             print(f"verify: {result.events:,} events in {dt:.2f}s = {result.events / dt:,.0f} events/s")
+            print(f"machine: {machine()}")
         finally:
             await store.close()
 
