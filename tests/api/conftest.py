@@ -82,7 +82,7 @@ class RecordingGangplank(Gangplank):
         self.calls.append(("history", (cluster, namespace, name)))
         return self.views.get(("history", namespace, name))
 
-    async def state_at(self, cluster: str, at: int | None) -> dict[str, Any]:
+    async def state_at(self, cluster: str, at: int | None, *, include_finished: bool = False) -> dict[str, Any]:
         self.calls.append(("state_at", (cluster, at)))
         return {"position": at or 0, "nodes": [], "workloads": []}
 
