@@ -111,16 +111,27 @@ class Gangplank:
                 evolve(state, domain_event(stored))
 
     async def _fresh(self, cluster: str) -> _Cluster:
-        """The cached state, caught up with what other writers appended."""
-        entry = await self._cluster(cluster)
-        last = await self.store.last_position(cluster)
-        if last > entry.state.position:
+        """The cached state, caught up with what other writers appended, holding committed
+        events only: a writer holds the entry's lock from deciding to committing, so this
+        returns between writers. Read the state before the caller's next await."""
+        while True:
+            entry = await self._cluster(cluster)
+            last = await self.store.last_position(cluster)
             async with entry.lock:
-                await self._catch_up(entry.state)
-        return entry
+                if not self._current(cluster, entry):
+                    continue
+                if last > entry.state.position:
+                    await self._catch_up(entry.state)
+                return entry
 
     def _drop(self, cluster: str) -> None:
         self._clusters.pop(cluster, None)
+
+    def _current(self, cluster: str, entry: _Cluster) -> bool:
+        """Is `entry` still the cached one? A writer that failed after deciding drops its entry
+        (its state holds decisions that were never committed); whoever waited on that entry's
+        lock must not use its state, nor catch it up (its positions are not the stream's)."""
+        return self._clusters.get(cluster) is entry
 
     # -- commands ---------------------------------------------------------------------
     async def execute(self, command: Command, origin: Origin, *, idempotency_key: str | None = None,
@@ -169,6 +180,8 @@ class Gangplank:
                     dead_letters.append(key_conflict(i, prior))
         entry = await self._cluster(cluster)
         async with entry.lock:
+            if not self._current(cluster, entry):
+                raise ConcurrencyConflict(cluster, entry.state.position, None)
             last = await self.store.last_position(cluster)
             if last != entry.state.position:
                 await self._catch_up(entry.state)
@@ -303,8 +316,7 @@ class Gangplank:
 
     async def _dry_run(self, command: Command) -> Outcome:
         entry = await self._fresh(command.cluster)
-        async with entry.lock:
-            state = copy.deepcopy(entry.state)
+        state = copy.deepcopy(entry.state)  # before any await (see _fresh)
         accepted = accept(state, command.type, command.name, command.namespace, command.body)
         if isinstance(accepted, Rejection):
             return Outcome(accepted.status, self._rejection_problem(accepted))
@@ -384,7 +396,7 @@ class Gangplank:
         if wl is None:
             return None
         out = []
-        for pos in wl.events:
+        for pos in list(wl.events):  # as committed now, before awaiting
             found = await self.store.read(cluster, after=pos - 1, limit=1)
             if found:
                 out.append(event_json(found[0]))
@@ -395,8 +407,7 @@ class Gangplank:
         whole stream). Finished workloads are counted, and listed with include_finished."""
         entry = await self._fresh(cluster)
         if at is None or at >= entry.state.position:
-            async with entry.lock:
-                return self._state_view(entry.state, entry.state.position, include_finished)
+            return self._state_view(entry.state, entry.state.position, include_finished)
         state = await self.rebuild(cluster, until=at)
         return self._state_view(state, at, include_finished)
 
