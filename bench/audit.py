@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import pickle
 import random
 import statistics
 import sys
@@ -23,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.app.audit import replay  # noqa: E402
-from service.app.service import SNAPSHOT_VERSION, Gangplank  # noqa: E402
+from service.app.service import LIGHT_PER_FULL, Gangplank  # noqa: E402
 from service.domain import ClusterState, Event, accept, evolve, handle  # noqa: E402
-from service.store import NewEvent, Snapshot, open_store  # noqa: E402
+from service.store import NewEvent, open_store  # noqa: E402
 from service.store.migrate import upgrade  # noqa: E402
 from service.store.testing import temporary_postgres_database  # noqa: E402
 
@@ -90,6 +89,8 @@ async def build(url: str, total: int, snapshot_every: int) -> None:
             pending = []
 
     k = 0
+    snapshots = 0
+    svc = Gangplank(store)  # its snapshot() writes what the running service writes
     stream = iter(node_events)
     while position + len(pending) < total:
         try:
@@ -105,12 +106,11 @@ async def build(url: str, total: int, snapshot_every: int) -> None:
             await flush()
         if state.position >= next_snapshot:
             await flush()
-            await store.save_snapshot(Snapshot(CLUSTER, state.position, SNAPSHOT_VERSION,
-                                               pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)))
+            snapshots += 1
+            await svc.snapshot(CLUSTER, state, light=snapshots % LIGHT_PER_FULL != 0)
             next_snapshot += snapshot_every
     await flush()
     print(json.dumps({"built_events": position, "workloads": len(state.workloads),
-                      "snapshot_bytes_last": len(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)),
                       "build_s": round(time.perf_counter() - t0, 1)}))
     await store.close()
 
@@ -153,7 +153,7 @@ async def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--verify-events", type=int, default=100_000)
-    ap.add_argument("--snapshot-every", type=int, default=10_000)
+    ap.add_argument("--snapshot-every", type=int, default=2_000)
     args = ap.parse_args()
     async with temporary_postgres_database("gp_bench_audit") as url:
         await upgrade(url)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import zlib
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,7 +28,9 @@ from service.store.base import (
     IdempotencyRecord, NewEvent, Snapshot, StoredEvent,
 )
 
-SNAPSHOT_VERSION = "state-v1"
+SNAPSHOT_VERSION = "state-v2"  # the whole state: restarts rebuild from it
+LIGHT_SNAPSHOT_VERSION = "state-light-v2"  # without finished workloads: /state?at=N starts from it
+LIGHT_PER_FULL = 25  # a light snapshot every snapshot_every events, a full one every 25th
 MAX_RETRIES = 20
 IDEMPOTENCY_LOOKUPS = 8  # concurrent idempotency lookups of one batch (below the pool size)
 
@@ -66,11 +69,12 @@ class _Cluster:
     state: ClusterState
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     since_snapshot: int = 0
+    snapshots: int = 0
 
 
 class Gangplank:
     def __init__(self, store: EventStore, *, outbox_topic: str | None = None,
-                 snapshot_every: int = 5000) -> None:
+                 snapshot_every: int = 2000) -> None:
         self.store = store
         self.outbox_topic = outbox_topic
         self.snapshot_every = snapshot_every
@@ -90,13 +94,20 @@ class Gangplank:
                     self._clusters[cluster] = entry
         return entry
 
-    async def rebuild(self, cluster: str, until: int | None = None) -> ClusterState:
-        """State from the latest snapshot (a cache) plus the events after it."""
+    async def rebuild(self, cluster: str, until: int | None = None, *, light: bool = False) -> ClusterState:
+        """State from the latest snapshot (a cache) plus the events after it.
+
+        light: start from a snapshot without finished workloads when it is nearer (for views
+        that only list active workloads); the result then lacks finished workloads before it."""
         state = ClusterState(cluster)
         snap = await self.store.latest_snapshot(cluster, SNAPSHOT_VERSION, at_or_before=until)
+        if light:
+            lite = await self.store.latest_snapshot(cluster, LIGHT_SNAPSHOT_VERSION, at_or_before=until)
+            if lite is not None and (snap is None or lite.position > snap.position):
+                snap = lite
         if snap is not None:
             try:
-                state = pickle.loads(snap.blob)
+                state = pickle.loads(zlib.decompress(snap.blob))
             except Exception:  # a stale or damaged cache: rebuild from events
                 state = ClusterState(cluster)
         await self._catch_up(state, until)
@@ -248,7 +259,8 @@ class Gangplank:
             entry.since_snapshot += len(new_events)
             if entry.since_snapshot >= self.snapshot_every:
                 entry.since_snapshot = 0
-                await self.snapshot(cluster, state)
+                entry.snapshots += 1
+                await self.snapshot(cluster, state, light=entry.snapshots % LIGHT_PER_FULL != 0)
         if new_events:
             async with self._appended:
                 self._appended.notify_all()
@@ -332,11 +344,21 @@ class Gangplank:
         """A malformed message: its dead letter and the moved offset, in one transaction."""
         await self.store.record_without_events(dead_letters=[letter], offsets=[offset])
 
-    async def snapshot(self, cluster: str, state: ClusterState | None = None) -> None:
+    async def snapshot(self, cluster: str, state: ClusterState | None = None, *, light: bool = False) -> None:
+        """Save the state as a snapshot (a cache). A light one leaves finished workloads out."""
         if state is None:
             state = (await self._fresh(cluster)).state
-        blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        await self.store.save_snapshot(Snapshot(cluster, state.position, SNAPSHOT_VERSION, blob))
+        if light:
+            lite = copy.copy(state)
+            lite.workloads = {k: w for k, w in state.workloads.items() if w.deleted_at is None}
+            lite.by_position = {p: w for p, w in state.by_position.items() if w.deleted_at is None}
+            lite.finished_before = state.finished_before + len(state.by_position) - len(lite.by_position)
+            blob = zlib.compress(pickle.dumps(lite, protocol=pickle.HIGHEST_PROTOCOL), 1)
+            version = LIGHT_SNAPSHOT_VERSION
+        else:
+            blob = zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
+            version = SNAPSHOT_VERSION
+        await self.store.save_snapshot(Snapshot(cluster, state.position, version, blob))
 
     # -- reads ------------------------------------------------------------------------
     async def list_nodes(self, cluster: str) -> list[dict[str, Any]]:
@@ -408,7 +430,7 @@ class Gangplank:
         entry = await self._fresh(cluster)
         if at is None or at >= entry.state.position:
             return self._state_view(entry.state, entry.state.position, include_finished)
-        state = await self.rebuild(cluster, until=at)
+        state = await self.rebuild(cluster, until=at, light=not include_finished)
         return self._state_view(state, at, include_finished)
 
     @staticmethod
@@ -417,7 +439,8 @@ class Gangplank:
         listed.sort(key=lambda w: w.position)
         return {"position": at, "nodes": views.node_views(state),
                 "workloads": [views.workload_view(state, wl) for wl in listed],
-                "finishedWorkloads": sum(1 for wl in state.by_position.values() if wl.deleted_at is not None)}
+                "finishedWorkloads": state.finished_before
+                + sum(1 for wl in state.by_position.values() if wl.deleted_at is not None)}
 
     async def verify(self, cluster: str) -> dict[str, Any]:
         result = await self.store.verify(cluster)

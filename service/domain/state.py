@@ -134,6 +134,8 @@ class Workload:
 
 
 class ClusterState:
+    finished_before = 0
+
     def __init__(self, cluster: str = "") -> None:
         self.cluster = cluster
         self.position = 0
@@ -145,6 +147,7 @@ class ClusterState:
         self.dra = DeviceState()  # devices, claims and their indexes (devices.py)
         self.workloads: dict[tuple[str, str], Workload] = {}
         self.by_position: dict[int, Workload] = {}
+        self.finished_before = 0  # finished workloads left out of a light snapshot (a count only)
         self.queue: SortedDict = SortedDict()  # QueueKey -> Group, every pending group
         self.placed_by_priority: dict[int, int] = {}  # priority -> placed pods (who could be a victim)
         self.index = QueueIndex()  # skip index over the queue (a cache)
