@@ -32,6 +32,7 @@ SNAPSHOT_VERSION = "state-v2"  # the whole state: restarts rebuild from it
 LIGHT_SNAPSHOT_VERSION = "state-light-v2"  # without finished workloads: /state?at=N starts from it
 LIGHT_PER_FULL = 25  # a light snapshot every snapshot_every events, a full one every 25th
 MAX_RETRIES = 20
+GROUP_COMMIT_MAX = 64  # commands decided and committed in one transaction at most
 IDEMPOTENCY_LOOKUPS = 8  # concurrent idempotency lookups of one batch (below the pool size)
 
 
@@ -80,6 +81,8 @@ class Gangplank:
         self.snapshot_every = snapshot_every
         self._clusters: dict[str, _Cluster] = {}
         self._clusters_lock = asyncio.Lock()
+        self._waiting: dict[str, list[tuple[BatchItem, asyncio.Future[Outcome]]]] = {}
+        self._drainers: dict[str, asyncio.Task[None]] = {}
         self._appended = asyncio.Condition()
         self.kafka_running: bool | None = None  # None: Kafka not configured
 
@@ -150,7 +153,52 @@ class Gangplank:
         if dry_run:
             return await self._dry_run(command)
         item = BatchItem(command, origin, idempotency_key, fingerprint)
-        return (await self.execute_batch(command.cluster, [item], record_rejections=False))[0]
+        return await self._group_commit(command.cluster, item)
+
+    async def _group_commit(self, cluster: str, item: BatchItem) -> Outcome:
+        """Group commit: requests for one cluster that arrive while a commit is in flight are
+        decided in order and committed together in the next transaction, so durable throughput
+        is not bounded by one fsync per request. A drainer task per cluster does the work, so a
+        caller that goes away does not abandon the others' commit."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(cluster, []).append((item, future))
+        if cluster not in self._drainers:
+            self._drainers[cluster] = asyncio.create_task(self._drain(cluster))
+        return await asyncio.shield(future)
+
+    async def _drain(self, cluster: str) -> None:
+        queue = self._waiting[cluster]
+        batch: list[tuple[BatchItem, asyncio.Future[Outcome]]] = []
+        try:
+            while queue:
+                batch = queue[:GROUP_COMMIT_MAX]
+                del queue[:GROUP_COMMIT_MAX]
+                try:
+                    outcomes = await self.execute_batch(cluster, [i for i, _ in batch], record_rejections=False)
+                    for (_, fut), out in zip(batch, outcomes):
+                        if not fut.done():
+                            fut.set_result(out)
+                except Exception:
+                    # one bad command must not fail the others: decide them one by one
+                    for it, fut in batch:
+                        try:
+                            out = (await self.execute_batch(cluster, [it], record_rejections=False))[0]
+                        except Exception as exc:
+                            if not fut.done():
+                                fut.set_exception(exc)
+                        else:
+                            if not fut.done():
+                                fut.set_result(out)
+                batch = []
+        except BaseException:  # cancelled (shutdown): nobody is left waiting forever
+            for _, fut in [*batch, *queue]:
+                if not fut.done():
+                    fut.set_exception(RuntimeError("the service is shutting down"))
+            queue.clear()
+            raise
+        finally:
+            # no await between the empty check above and this: nothing can slip in unseen
+            self._drainers.pop(cluster, None)
 
     async def execute_batch(self, cluster: str, items: Sequence[BatchItem], *,
                             offsets: Sequence[ConsumedOffset] = (),
