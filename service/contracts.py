@@ -61,6 +61,14 @@ def openapi() -> dict[str, Any]:
     return openapi_document(create_app(placeholder, ApiSettings()))
 
 
+@contract("asyncapi.json")
+def asyncapi() -> dict[str, Any]:
+    """The AsyncAPI 3.0 document of the Kafka topics: commands, dead letters, the decision feed."""
+    from service.kafka.asyncapi import asyncapi_document
+
+    return asyncapi_document()
+
+
 _register_json_schemas()
 
 
@@ -111,7 +119,8 @@ def write(root: Path = ROOT) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description="Generate the contracts (JSON Schemas, OpenAPI).")
+    parser = argparse.ArgumentParser(prog=COMMAND,
+                                     description="Generate the contracts (JSON Schemas, OpenAPI, AsyncAPI).")
     parser.add_argument("--check", action="store_true", help="only check; exit 1 when contracts/ is out of date")
     parser.add_argument("--root", type=Path, default=ROOT, help="the contracts directory (default: %(default)s)")
     args = parser.parse_args(argv)

@@ -1,0 +1,199 @@
+"""The AsyncAPI 3.0 document of the Kafka topics (shared/spec/kafka.md), self-contained.
+
+Generated into contracts/asyncapi.json by `python -m service.contracts`. The JSON Schemas are
+those of contracts/schemas/ (the same code generates both), with references rewritten to point
+into `components.schemas`; the event envelope and the dead-letter headers are described here.
+Topic names are the defaults; each is a setting (docs/kafka.md).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from service.config import Settings
+from service.domain import events as ev
+from service.schemas.jsonschema import component_schemas, envelope_schema
+from service.schemas.names import CLUSTER_PATTERN
+
+BINDING_VERSION = "0.5.0"
+HASH = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+TIMESTAMP = {"type": "string", "format": "date-time",
+             "description": "RFC 3339 UTC with microseconds, e.g. 2026-11-30T10:00:00.001234Z"}
+CLUSTER = {"type": "string", "pattern": CLUSTER_PATTERN, "maxLength": 63}
+DIGITS = {"type": "string", "pattern": "^[0-9]+$"}
+
+
+def _rewrite_refs(node: Any) -> Any:
+    """"Node.json" (a file beside CommandEnvelope.json) -> "#/components/schemas/Node"."""
+    if isinstance(node, list):
+        return [_rewrite_refs(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "$ref" and isinstance(value, str) and value.endswith(".json") and "/" not in value:
+            out[key] = f"#/components/schemas/{value[:-len('.json')]}"
+        else:
+            out[key] = _rewrite_refs(value)
+    return out
+
+
+def command_envelope_schema() -> dict[str, Any]:
+    schema = _rewrite_refs(copy.deepcopy(envelope_schema()))
+    schema.pop("$schema", None)
+    return schema
+
+
+def event_envelope_schema() -> dict[str, Any]:
+    """events.md: one event of a cluster's stream, as stored and as published."""
+    return {
+        "title": "EventEnvelope",
+        "description": "One event of a cluster's stream (shared/spec/events.md). `position` is gapless per cluster; "
+                       "`hash` = sha256(prevHash + canonical JSON of the envelope without hash and prevHash). "
+                       "Delivery is at least once: dedupe on (cluster, position).",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["cluster", "position", "type", "schemaVersion", "data", "metadata", "recordedAt",
+                     "prevHash", "hash"],
+        "properties": {
+            "cluster": CLUSTER,
+            "position": {"type": "integer", "minimum": 1},
+            "type": {"type": "string", "enum": list(ev.INPUT_TYPES + ev.DECISION_TYPES)},
+            "schemaVersion": {"type": "integer", "minimum": 1},
+            "data": {"type": "object", "description": "The event's data; its shape is fixed by type and schemaVersion."},
+            "metadata": {
+                "type": "object",
+                "required": ["commandId", "source", "actor", "causationPosition", "receivedAt"],
+                "properties": {
+                    "commandId": {"type": ["string", "null"],
+                                  "description": "The Kafka message id or HTTP Idempotency-Key (a generated id "
+                                                 "for an HTTP request without one)."},
+                    "source": {"type": "string", "enum": ["http", "kafka", "cli"]},
+                    "actor": {"type": "string"},
+                    "causationPosition": {"type": ["integer", "null"], "minimum": 1,
+                                          "description": "null for an input; for a decision, the position of "
+                                                         "the input that caused it."},
+                    "receivedAt": TIMESTAMP,
+                },
+            },
+            "recordedAt": TIMESTAMP,
+            "prevHash": HASH,
+            "hash": HASH,
+        },
+    }
+
+
+def dead_letter_headers_schema() -> dict[str, Any]:
+    return {
+        "title": "DeadLetterHeaders",
+        "description": "Kafka record headers of a dead letter (values are UTF-8 bytes).",
+        "type": "object",
+        "required": ["error", "source-topic", "source-partition", "source-offset"],
+        "properties": {
+            "error": {"type": "string", "description": "Why the message was refused: the validation errors as "
+                                                       "`loc: msg; ...` (cut at 4,096 characters), or "
+                                                       "`idempotency key reused with a different command`."},
+            "source-topic": {"type": "string"},
+            "source-partition": DIGITS,
+            "source-offset": DIGITS,
+        },
+    }
+
+
+def asyncapi_document(settings: Settings | None = None) -> dict[str, Any]:
+    s = settings or Settings(database_url="")
+    kafka_binding = {"bindingVersion": BINDING_VERSION}
+    schemas: dict[str, Any] = dict(component_schemas())
+    for name, schema in (("CommandEnvelope", command_envelope_schema()),
+                         ("EventEnvelope", event_envelope_schema()),
+                         ("DeadLetterHeaders", dead_letter_headers_schema())):
+        assert name not in schemas, name
+        schemas[name] = schema
+    cluster_key = {"kafka": {"key": {"type": "string", "pattern": CLUSTER_PATTERN,
+                                     "description": "The cluster name: a cluster's messages share a partition."},
+                             **kafka_binding}}
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "Gangplank Kafka API",
+            "version": "1.0.0",
+            "description": "Commands in on one topic, every event out on another, malformed commands to a dead-letter "
+                           "topic (shared/spec/kafka.md). Topic names and the consumer group are settings; the "
+                           "defaults are shown. See docs/kafka.md for the delivery guarantees.",
+        },
+        "defaultContentType": "application/json",
+        "channels": {
+            "commands": {
+                "address": s.commands_topic,
+                "title": "Commands",
+                "description": "Commands to the scheduler, key = cluster. Effectively once: a message's effect and "
+                               "the consumed offset commit in one database transaction; its `id` is the idempotency "
+                               "key (shared with HTTP's Idempotency-Key).",
+                "messages": {"command": {"$ref": "#/components/messages/Command"}},
+                "bindings": {"kafka": {"topic": s.commands_topic, "partitions": s.kafka_partitions,
+                                       "replicas": 1, **kafka_binding}},
+            },
+            "deadLetters": {
+                "address": s.dlq_topic,
+                "title": "Dead letters",
+                "description": "Malformed commands (not JSON, unknown type, failing validation, idempotency key "
+                               "reused with another command): the original bytes with four headers. Written "
+                               "through the same transaction as the consumed offset; published at least once "
+                               "(dedupe on source-topic, source-partition, source-offset).",
+                "messages": {"deadLetter": {"$ref": "#/components/messages/DeadLetter"}},
+                "bindings": {"kafka": {"topic": s.dlq_topic, "partitions": s.kafka_partitions, "replicas": 1,
+                                       **kafka_binding}},
+            },
+            "decisions": {
+                "address": s.decisions_topic,
+                "title": "Decision feed",
+                "description": "Every event of every cluster (inputs, rejections, decisions), key = cluster, in "
+                               "position order per cluster, at least once: dedupe on (cluster, position).",
+                "messages": {"event": {"$ref": "#/components/messages/Event"}},
+                "bindings": {"kafka": {"topic": s.decisions_topic, "partitions": s.kafka_partitions,
+                                       "replicas": 1, **kafka_binding}},
+            },
+        },
+        "operations": {
+            "consumeCommands": {
+                "action": "receive",
+                "channel": {"$ref": "#/channels/commands"},
+                "summary": "Gangplank consumes commands (one consumer group for all replicas).",
+                "messages": [{"$ref": "#/channels/commands/messages/command"}],
+                "bindings": {"kafka": {"groupId": {"type": "string", "enum": [s.consumer_group]}, **kafka_binding}},
+            },
+            "publishDeadLetters": {
+                "action": "send",
+                "channel": {"$ref": "#/channels/deadLetters"},
+                "summary": "Gangplank dead-letters malformed commands.",
+                "messages": [{"$ref": "#/channels/deadLetters/messages/deadLetter"}],
+            },
+            "publishEvents": {
+                "action": "send",
+                "channel": {"$ref": "#/channels/decisions"},
+                "summary": "Gangplank publishes every committed event from its transactional outbox.",
+                "messages": [{"$ref": "#/channels/decisions/messages/event"}],
+            },
+        },
+        "components": {
+            "messages": {
+                "Command": {
+                    "name": "Command", "title": "Command envelope", "contentType": "application/json",
+                    "payload": {"$ref": "#/components/schemas/CommandEnvelope"},
+                    "bindings": cluster_key,
+                },
+                "DeadLetter": {
+                    "name": "DeadLetter", "title": "Dead letter", "contentType": "application/octet-stream",
+                    "summary": "The refused message's original bytes (not necessarily JSON) and key.",
+                    "headers": {"$ref": "#/components/schemas/DeadLetterHeaders"},
+                    "payload": {"description": "The original record value, byte for byte."},
+                },
+                "Event": {
+                    "name": "Event", "title": "Event envelope", "contentType": "application/json",
+                    "payload": {"$ref": "#/components/schemas/EventEnvelope"},
+                    "bindings": cluster_key,
+                },
+            },
+            "schemas": schemas,
+        },
+    }
