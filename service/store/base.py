@@ -160,6 +160,10 @@ class EventStore(Protocol):
     async def read(self, cluster: str, after: int = 0, limit: int | None = None,
                    until: int | None = None) -> list[StoredEvent]: ...
 
+    async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
+                        until: int | None = None) -> list[tuple[int, str, int, Any]]:
+        """(position, type, schema_version, data) of the events read() gives (for folding)."""
+
     async def last_position(self, cluster: str) -> int: ...
 
     async def clusters(self) -> list[tuple[str, int]]: ...

@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 import asyncpg
+import msgspec
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
@@ -153,9 +154,21 @@ def make_engine(url: str) -> AsyncEngine:
     raise ValueError(f"unsupported database URL {url!r}: use postgresql+asyncpg:// or sqlite+aiosqlite://")
 
 
+_msgspec_decode = msgspec.json.Decoder().decode
+
+
+def loads(text: str) -> Any:
+    """json.loads of a stored canonical JSON text, 2-6x faster (msgspec gives the same values);
+    json.loads for what msgspec refuses (lone surrogates, numbers beyond a double)."""
+    try:
+        return _msgspec_decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
+
+
 def _stored(row: Any) -> StoredEvent:
     return StoredEvent(cluster=row[0], position=row[1], type=row[2], schema_version=row[3],
-                       data=json.loads(row[4]), metadata=json.loads(row[5]), recorded_at=row[6],
+                       data=loads(row[4]), metadata=loads(row[5]), recorded_at=row[6],
                        prev_hash=row[7], hash=row[8])
 
 
@@ -227,12 +240,15 @@ PG_APPEND_CREATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_CREATE))
 
 _PG_HEAD = "SELECT last_position, head_hash FROM clusters WHERE name = $1"
 _PG_IDEMPOTENCY = "SELECT key, fingerprint, status, body, cluster, position FROM idempotency WHERE key = $1"
+_PG_READ_DATA = ("SELECT position, type, schema_version, data FROM events"
+                 " WHERE cluster = $1 AND position > $2 AND position <= $4 ORDER BY position LIMIT $3")
 _PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
             " FROM events WHERE cluster = $1 AND position > $2 ORDER BY position LIMIT $3")
 _PG_READ_UNTIL = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
                   " FROM events WHERE cluster = $1 AND position > $2 AND position <= $4 ORDER BY position LIMIT $3")
 
 _HEAD_CACHE_MAX = 10_000
+_MAX_POSITION = 2**63 - 1
 
 
 def _constraint_name(exc: BaseException) -> str | None:
@@ -411,8 +427,8 @@ class SqlEventStore:
             rows.append({"cluster": cluster, "position": position, "type": type_, "schema_version": version,
                          "data": data_json, "metadata": meta_json, "recorded_at": recorded_at,
                          "prev_hash": prev, "hash": h})
-            stored.append(StoredEvent(cluster, position, type_, version, json.loads(data_json),
-                                      json.loads(meta_json), recorded_at, prev, h))
+            stored.append(StoredEvent(cluster, position, type_, version, loads(data_json),
+                                      loads(meta_json), recorded_at, prev, h))
             prev = h
         return rows, stored
 
@@ -661,6 +677,35 @@ class SqlEventStore:
             after = batch[-1].position
             if len(batch) < chunk:
                 return
+
+    @_translating
+    async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
+                        until: int | None = None) -> list[tuple[int, str, int, Any]]:
+        """(position, type, schemaVersion, data) of the events read() gives: what folding
+        needs, without the metadata and hashes (half the rows' bytes and JSON to decode)."""
+        if limit is not None and limit <= 0:
+            return []
+        if not self._is_sqlite:
+            rows = await self._pg("fetch", _PG_READ_DATA, cluster, after, limit,
+                                  _MAX_POSITION if until is None else until)
+        else:
+            stmt = (sa.select(t_events.c.position, t_events.c.type, t_events.c.schema_version, t_events.c.data)
+                    .where(t_events.c.cluster == cluster, t_events.c.position > after)
+                    .order_by(t_events.c.position))
+            if until is not None:
+                stmt = stmt.where(t_events.c.position <= until)
+            if limit is not None:
+                stmt = stmt.limit(limit)
+            async with self._reader.connect() as conn:
+                rows = (await conn.execute(stmt)).all()
+        paused = len(rows) >= 256 and gc.isenabled()  # as in _convert
+        if paused:
+            gc.disable()
+        try:
+            return [(r[0], r[1], r[2], loads(r[3])) for r in rows]
+        finally:
+            if paused:
+                gc.enable()
 
     @_translating
     async def last_position(self, cluster: str) -> int:
