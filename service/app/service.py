@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import pickle
 import zlib
 import time
@@ -32,6 +33,7 @@ SNAPSHOT_VERSION = "state-v2"  # the whole state: restarts rebuild from it
 LIGHT_SNAPSHOT_VERSION = "state-light-v2"  # without finished workloads: /state?at=N starts from it
 LIGHT_PER_FULL = 25  # a light snapshot every snapshot_every events, a full one every 25th
 MAX_RETRIES = 20
+CATCH_UP_BATCH = 5000  # events per read when folding
 GROUP_COMMIT_MAX = 64  # commands decided and committed in one transaction at most
 IDEMPOTENCY_LOOKUPS = 8  # concurrent idempotency lookups of one batch (below the pool size)
 
@@ -117,12 +119,30 @@ class Gangplank:
         return state
 
     async def _catch_up(self, state: ClusterState, until: int | None = None) -> None:
-        while until is None or state.position < until:
-            batch = await self.store.read(state.cluster, after=state.position, limit=5000, until=until)
-            if not batch:
-                return
-            for stored in batch:
-                evolve(state, domain_event(stored))
+        """Fold the events after state.position (up to `until`). Long catch-ups (a rebuild)
+        read the next batch while folding this one, and fold with the cyclic GC paused: the
+        fold allocates much and frees little, so collections would rescan the growing state
+        again and again (they cost as much as the fold itself on a large cluster)."""
+        batch = await self.store.read_data(state.cluster, after=state.position, limit=CATCH_UP_BATCH, until=until)
+        while batch:
+            following = None
+            if len(batch) == CATCH_UP_BATCH and (until is None or batch[-1][0] < until):
+                following = asyncio.ensure_future(self.store.read_data(
+                    state.cluster, after=batch[-1][0], limit=CATCH_UP_BATCH, until=until))
+            paused = len(batch) >= 256 and gc.isenabled()
+            if paused:
+                gc.disable()
+            try:
+                for position, type_, version, data in batch:
+                    evolve(state, Event(position, type_, upcast(type_, version, data)))
+            except BaseException:
+                if following is not None:
+                    following.cancel()
+                raise
+            finally:
+                if paused:
+                    gc.enable()
+            batch = await following if following is not None else []
 
     async def _fresh(self, cluster: str) -> _Cluster:
         """The cached state, caught up with what other writers appended, holding committed
