@@ -187,16 +187,16 @@ class ClusterState:
         wl = g.workload
         wpos, gi = wl.position, g.index
         shapes = g.spec.pod_shapes
-        rows = []
-        vecs = []
+        node_of, placed_at = g.node_of, g.placed_at
+        per_node: dict[tuple[int, int], int] = {}  # (node row, shape) -> pods
         node_pods = self.node_pods
         for i, (pod, node) in enumerate(placements):
             node_pods[node].add((wpos, gi, pod))
-            g.node_of[pod] = node
-            g.placed_at[pod] = (position, i)
-            rows.append(node)
-            vecs.append(self.shape_vector(wl, shapes[pod]))
-        np.add.at(self.nodes.used, np.array(rows, dtype=np.int64), np.vstack(vecs))
+            node_of[pod] = node
+            placed_at[pod] = (position, i)
+            key = (node, shapes[pod])
+            per_node[key] = per_node.get(key, 0) + 1
+        self._add_usage(wl, per_node, 1)
         if g.placed == 0:
             self.running[g.running_key] = g
         g.placed += len(placements)
@@ -211,19 +211,19 @@ class ClusterState:
         wl = g.workload
         wpos, gi = wl.position, g.index
         shapes = g.spec.pod_shapes
-        rows = []
-        vecs = []
+        node_of, placed_at = g.node_of, g.placed_at
+        per_node: dict[tuple[int, int], int] = {}  # (node row, shape) -> pods
         node_pods = self.node_pods
         dirty = self.index.dirty
         for pod in pods:
-            node = g.node_of[pod]
+            node = node_of[pod]
             node_pods[node].discard((wpos, gi, pod))
             dirty.add(node)
-            g.node_of[pod] = -1
-            g.placed_at[pod] = None
-            rows.append(node)
-            vecs.append(self.shape_vector(wl, shapes[pod]))
-        np.subtract.at(self.nodes.used, np.array(rows, dtype=np.int64), np.vstack(vecs))
+            node_of[pod] = -1
+            placed_at[pod] = None
+            key = (node, shapes[pod])
+            per_node[key] = per_node.get(key, 0) + 1
+        self._add_usage(wl, per_node, -1)
         g.placed -= len(pods)
         prio = wl.spec.priority
         left = self.placed_by_priority[prio] - len(pods)
@@ -234,6 +234,14 @@ class ClusterState:
         if g.placed == 0:
             g.domain = None
             del self.running[g.running_key]
+
+    def _add_usage(self, wl: Workload, per_node: dict[tuple[int, int], int], sign: int) -> None:
+        """used[node] += sign * pods * shape vector, for each (node, shape): a gang lands on a
+        few nodes, so a few row updates beat one np.add.at over a stacked matrix per pod."""
+        vectors = {shape: self.shape_vector(wl, shape) for shape in {s for _, s in per_node}}
+        used = self.nodes.used  # after shape_vector: it may have added columns
+        for (node, shape), n in per_node.items():
+            used[node] += vectors[shape] * (sign * n)
 
     def place_pod(self, g: Group, pod: int, node: int, at: tuple[int, int]) -> None:
         self.place_pods(g, [(pod, node)], at[0])
