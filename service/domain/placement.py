@@ -160,10 +160,15 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         cols = _requested_cols(state, g, shape)
         scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
         last = -1
+        room = 0  # identical pods the last row still holds for sure (no devices involved)
+        nz = np.flatnonzero(vec)
         for j in range(i, run_end):
             pod = pods[j]
             chosen = -1
-            if last >= 0 and _row_fits(state, last, vec) and (
+            if room > 0:
+                chosen = last
+                room -= 1
+            elif last >= 0 and _row_fits(state, last, vec) and (
                     not needs_devices or trial.ledger.try_pod(g, pod, last)):
                 chosen = last
             else:
@@ -191,6 +196,10 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
                     failure = explain_pod(state, g, pod, allowed, trial)
                 # identical pods after it fail too; skip the rest of the run
                 break
+            if chosen != last and not needs_devices and len(nz):
+                # how many more identical pods this row takes after this one
+                free = state.nodes.alloc[chosen, nz] - state.nodes.used[chosen, nz]
+                room = max(0, int((free // vec[nz]).min()) - 1)
             trial.add(chosen, vec)
             placements.append((pod, chosen))
             last = chosen  # its score only grew: no rescoring needed while it fits
@@ -389,7 +398,8 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
         res = Attempt(placements=placements, placeable=len(placements), need=need, failure=failure,
                       claims=trial.ledger.new_allocations(), domain=values[d])
         if res.ok:
-            score = _domain_score(state, g, in_domain, placements) if placements else Fraction(0)
+            score = _domain_score(state, g, in_domain, placements) \
+                if placements and len(candidates) > 1 else Fraction(0)
             trial.rollback()
             # highest score wins; ties go to the smaller label value (earlier d)
             if best is None or score > best[0]:
