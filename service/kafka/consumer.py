@@ -201,7 +201,12 @@ class CommandConsumer:
 
     async def _partition(self, tp: TopicPartition, records: list[ConsumerRecord]) -> None:
         start = self.positions[tp]
-        records = [r for r in records if r.offset >= start]
+        if records[0].offset < start:  # a stale fetch, or a command topic recreated under a kept database
+            kept = [r for r in records if r.offset >= start]
+            log.warning("kafka.records_below_stored_offset", partition=tp.partition, first=records[0].offset,
+                        stored=start, skipped=len(records) - len(kept),
+                        note="already processed according to the database")
+            records = kept
         if not records:
             return
         try:
