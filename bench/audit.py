@@ -107,7 +107,9 @@ async def build(url: str, total: int, snapshot_every: int) -> None:
         if state.position >= next_snapshot:
             await flush()
             snapshots += 1
-            await svc.snapshot(CLUSTER, state, light=snapshots % LIGHT_PER_FULL != 0)
+            await svc.snapshot(CLUSTER, state, light=True)
+            if snapshots % LIGHT_PER_FULL == 0:
+                await svc.snapshot(CLUSTER, state)
             next_snapshot += snapshot_every
     await flush()
     print(json.dumps({"built_events": position, "workloads": len(state.workloads),
@@ -153,7 +155,7 @@ async def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--verify-events", type=int, default=100_000)
-    ap.add_argument("--snapshot-every", type=int, default=2_000)
+    ap.add_argument("--snapshot-every", type=int, default=1_000)
     args = ap.parse_args()
     async with temporary_postgres_database("gp_bench_audit") as url:
         await upgrade(url)

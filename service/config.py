@@ -32,7 +32,7 @@ class Settings:
     kafka_idempotence: bool = True  # Apache Kafka; brokers without InitProducerId (Tansu) need False
     kafka_partitions: int = 6  # when the service creates the topics
     kafka_session_timeout_ms: int = 10_000  # consumer group session: how soon a dead replica's partitions move
-    snapshot_every: int = 2000
+    snapshot_every: int = 1000
 
     @classmethod
     def from_env(cls, **overrides: object) -> "Settings":

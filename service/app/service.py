@@ -31,7 +31,7 @@ from service.store.base import (
 
 SNAPSHOT_VERSION = "state-v2"  # the whole state: restarts rebuild from it
 LIGHT_SNAPSHOT_VERSION = "state-light-v2"  # without finished workloads: /state?at=N starts from it
-LIGHT_PER_FULL = 25  # a light snapshot every snapshot_every events, a full one every 25th
+LIGHT_PER_FULL = 50  # a light snapshot every snapshot_every events, a full one too every 50th
 MAX_RETRIES = 20
 CATCH_UP_BATCH = 5000  # events per read when folding
 GROUP_COMMIT_MAX = 64  # commands decided and committed in one transaction at most
@@ -77,7 +77,7 @@ class _Cluster:
 
 class Gangplank:
     def __init__(self, store: EventStore, *, outbox_topic: str | None = None,
-                 snapshot_every: int = 2000) -> None:
+                 snapshot_every: int = 1000) -> None:
         self.store = store
         self.outbox_topic = outbox_topic
         self.snapshot_every = snapshot_every
@@ -340,7 +340,9 @@ class Gangplank:
             if entry.since_snapshot >= self.snapshot_every:
                 entry.since_snapshot = 0
                 entry.snapshots += 1
-                await self.snapshot(cluster, state, light=entry.snapshots % LIGHT_PER_FULL != 0)
+                await self.snapshot(cluster, state, light=True)
+                if entry.snapshots % LIGHT_PER_FULL == 0:
+                    await self.snapshot(cluster, state)
         if new_events:
             async with self._appended:
                 self._appended.notify_all()

@@ -95,6 +95,8 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
     for g in wl.groups:
         state.sync_queue(g)
     wl.events.append(e.position)
+    for shape in range(len(wl.spec.shapes)):
+        state._shape_vectors.pop((wl.position, shape), None)
     wl.compact()
 
 
