@@ -98,12 +98,15 @@ class OutboxRelay:
                 chains: dict[tuple[str, int], list[OutboxItem]] = defaultdict(list)
                 for row in rows:
                     chains[(row.topic, await self._partition_of(row.topic, row.key))].append(row)
-                await asyncio.gather(*(self._send_chain(topic, partition, chain)
-                                       for (topic, partition), chain in chains.items()))
+                async with asyncio.TaskGroup() as group:  # one chain fails: the others stop too
+                    for (topic, partition), chain in chains.items():
+                        group.create_task(self._send_chain(topic, partition, chain))
                 return True
             except Exception as exc:  # broker away, timeout, unknown partition: send the round again
                 self._partitions.clear()
                 delay = backoff.next()
+                if isinstance(exc, ExceptionGroup):
+                    exc = exc.exceptions[0]
                 log.warning("relay.publish_failed", error=f"{type(exc).__name__}: {exc}", rows=len(rows),
                             retry_in=delay)
                 await self._sleep(delay)
