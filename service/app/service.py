@@ -250,22 +250,6 @@ class Gangplank:
         outcomes: list[Outcome | None] = [None] * len(items)
         seen_keys: dict[str, int] = {}
         dead_letters: list[DeadLetter] = []
-        keys = [item.idempotency_key for item in items]
-        # A key is committed with its events. The lookups run before deciding, outside the
-        # lock; what was committed after `looked_at` may hold one of these keys, while the
-        # state decided on below holds its events (a retry would be answered 409 "exists"
-        # instead of the first answer): then look the unanswered keys up again.
-        looked_at = await self.store.last_position(cluster) if any(keys) else None
-        priors = await self._idempotency_records(keys)
-
-        def answer_from(found: list[IdempotencyRecord | None]) -> None:
-            for i, prior in enumerate(found):
-                if prior is not None and outcomes[i] is None:
-                    outcomes[i] = self._replay(prior, items[i].fingerprint)
-                    if key_conflict is not None and prior.fingerprint != (items[i].fingerprint or ""):
-                        dead_letters.append(key_conflict(i, prior))
-
-        answer_from(priors)
         entry = await self._cluster(cluster)
         async with entry.lock:
             if not self._current(cluster, entry):
@@ -276,9 +260,16 @@ class Gangplank:
                 if entry.state.position != last:
                     self._drop(cluster)
                     raise ConcurrencyConflict(cluster, entry.state.position, last)
-            if looked_at is not None and last != looked_at:
-                answer_from(await self._idempotency_records(
-                    [key if outcomes[i] is None else None for i, key in enumerate(keys)]))
+            # The keys are looked up once the state is fixed at `last`: a key is committed with
+            # its events, so every key committed up to `last` is seen (a retry racing its first
+            # attempt on another replica gets the first answer, not a 409 "exists"), and one
+            # committed later makes the append below fail, and this batch retry.
+            priors = await self._idempotency_records([item.idempotency_key for item in items])
+            for i, prior in enumerate(priors):
+                if prior is not None:
+                    outcomes[i] = self._replay(prior, items[i].fingerprint)
+                    if key_conflict is not None and prior.fingerprint != (items[i].fingerprint or ""):
+                        dead_letters.append(key_conflict(i, prior))
             state = entry.state
             expected = state.position
             new_events: list[NewEvent] = []
