@@ -4,9 +4,23 @@ Simulate with every lower-priority candidate removed; if that cannot place what
 the preemptor needs, evict nothing. Otherwise remove victim units least important
 first until the placement routine places as many pods as it did with everything
 removed, then reprieve the removed units most important first.
+
+Cost (none of it changes a decision; tests/domain/test_preemption_properties.py
+compares the decisions with tests/domain/reference_preemption.py, the
+straightforward implementation):
+- the candidate units, least important first, are kept per state in `_Order` and
+  brought up to date from the groups whose placements changed (one `np.lexsort`);
+- removing a prefix of them is one `bincount` over their usage entries;
+- the binary search first bounds what the placement routine would place by
+  arithmetic (`_UniformCount` per run of pods of one shape) and runs it only when
+  the bound does not decide; for pods of one shape that need no devices the bound
+  is exact;
+- the reprieve only puts back units with pods on the preemptor's nodes: any other
+  unit leaves those nodes' usage alone, so it fits (devices permitting).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,87 +67,365 @@ class Plan:
     reprieved: list[Unit] = field(default_factory=list)
 
 
+# -- candidate units ------------------------------------------------------------------------
+_UNIT_FIELDS = ("prio", "single", "npods", "e_pos", "e_idx", "gid", "j", "nent")
+
+
+class _Order:
+    """Every unit of the running groups, least important first.
+
+    Unit u (in that order) is pods `parts[gid[u]][j[u]]` of group `groups[gid[u]]`; its
+    usage entries are `flat[starts[u]:ends[u]]` / `vals[...]`, on node rows `rows[...]`.
+    Units sort by priority first, so the candidates below a priority are a prefix.
+    Importance keys are unique (a unit's earliest `placed_at` is one of its own pods',
+    and `placed_at` is unique per placed pod), so the order has no ties to break.
+
+    Kept per state and brought up to date by `sync` from the state's journal of moves
+    (`ClusterState.moves`): only groups whose placements changed since are taken out
+    and put in again. A group keeps its `gid` while it is in.
+    """
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.cursor: int | None = None  # moves of the state's journal already applied
+        self.groups: list[Group | None] = []  # per gid; None once out
+        self.parts: list[list[list[int]] | None] = []  # per gid: its units' pods
+        self.snaps: list[list | None] = []  # per gid: its placed_at when it came in
+        self.by_key: dict[tuple[int, int, int], int] = {}  # running key -> gid, the groups in
+        self.live = np.zeros(0, dtype=bool)  # per gid: in
+        self.entries: dict[tuple[int, int], tuple[list[int], list[int]]] = {}  # (workload, shape) -> cols, amounts
+        z = np.zeros(0, dtype=np.int64)
+        for name in _UNIT_FIELDS:
+            setattr(self, name, z)
+        self.whole = np.zeros(0, dtype=bool)
+        self.flat = self.vals = self.rows = self.starts = self.ends = z
+
+    def sync(self, state: ClusterState) -> None:
+        """Make the units those of the state's running groups now."""
+        moves = state.__dict__.get("moves")
+        dropped = state.moves_dropped
+        if moves is not None and self.cursor is not None and self.cursor >= dropped:
+            new = moves[self.cursor - dropped:]
+            self.cursor = dropped + len(moves)
+            if not new:
+                return
+            changed = sorted(set(new))
+        else:  # first sync, or the journal dropped moves not applied yet: compare every group
+            running = state.running
+            snaps = self.snaps
+            changed = [key for key, g in running.items()
+                       if (gid := self.by_key.get(key)) is None or snaps[gid] != g.placed_at]
+            changed.extend(key for key in self.by_key if key not in running)
+            changed.sort()
+            self.cursor = None if moves is None else dropped + len(moves)
+        out: list[int] = []
+        fresh: list[Group] = []
+        running = state.running
+        for key in changed:
+            gid = self.by_key.pop(key, None)
+            if gid is not None:
+                out.append(gid)
+                self.groups[gid] = self.parts[gid] = self.snaps[gid] = None
+            g = running.get(key)
+            if g is not None:
+                fresh.append(g)
+        self.live[out] = False
+        keep = self.live[self.gid]
+        if fresh:
+            new_units = self._units(state, fresh)
+            self.live = np.concatenate([self.live, np.ones(len(fresh), dtype=bool)])
+        elif keep.all():
+            return
+        cols = {name: getattr(self, name)[keep] for name in _UNIT_FIELDS}
+        ent_keep = np.repeat(keep, self.nent)
+        flat_a, vals_a = self.flat[ent_keep], self.vals[ent_keep]
+        if fresh:
+            new_cols, new_flat, new_vals = new_units
+            cols = {name: np.concatenate([cols[name], new_cols[name]]) for name in _UNIT_FIELDS}
+            flat_a, vals_a = np.concatenate([flat_a, new_flat]), np.concatenate([vals_a, new_vals])
+            nent = cols["nent"]
+            # least important first: priority, single pods before whole groups, fewer pods,
+            # placed later (the reverse of the reprieve's most-important-first order)
+            order = np.lexsort((-cols["e_idx"], -cols["e_pos"], cols["npods"], -cols["single"], cols["prio"]))
+            cols = {name: a[order] for name, a in cols.items()}
+            lens = cols["nent"]
+            ends = np.cumsum(lens)
+            ent_start = np.cumsum(nent) - nent  # each unit's entries before sorting
+            total = int(ends[-1]) if len(ends) else 0
+            perm = np.repeat(ent_start[order] - (ends - lens), lens) + np.arange(total, dtype=np.int64)
+            flat_a, vals_a = flat_a[perm], vals_a[perm]
+        for name in _UNIT_FIELDS:
+            setattr(self, name, cols[name])
+        self.whole = self.single == 0
+        self.ends = np.cumsum(self.nent)
+        self.starts = self.ends - self.nent
+        self.flat, self.vals = flat_a, vals_a
+        self.rows = flat_a // self.width
+        if len(self.groups) > 2 * len(self.by_key) + 64:
+            self._compact()
+
+    def _units(self, state: ClusterState, fresh: list[Group]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """The victim units of these groups (model.md *Preemption* step 1), given gids from
+        `len(groups)` on: their columns, and their pods' usage entries unit by unit."""
+        width = self.width
+        entries = self.entries
+        cols: dict[str, list[int]] = {name: [] for name in _UNIT_FIELDS}
+        prio_l, single_l, npods_l = cols["prio"], cols["single"], cols["npods"]
+        e_pos_l, e_idx_l, gid_l, j_l, nent_l = cols["e_pos"], cols["e_idx"], cols["gid"], cols["j"], cols["nent"]
+        flat: list[int] = []
+        vals: list[int] = []
+        for g in fresh:
+            spec = g.spec
+            wl = g.workload
+            wpos = wl.position
+            node_of, placed_at, pod_shapes = g.node_of, g.placed_at, spec.pod_shapes
+            placed = [i for i, n in enumerate(node_of) if n >= 0]
+            whole = spec.disruption_all or (spec.gang and g.placed <= spec.min_count)
+            gid = len(self.groups)
+            self.by_key[g.running_key] = gid
+            self.groups.append(g)
+            self.parts.append([placed] if whole else [[p] for p in placed])
+            self.snaps.append(list(placed_at))
+            start = len(flat)
+            for p in placed:
+                shape = pod_shapes[p]
+                hit = entries.get((wpos, shape))
+                if hit is None:
+                    vec = state.shape_vector(wl, shape)
+                    nz = np.flatnonzero(vec)
+                    hit = entries[(wpos, shape)] = (nz.tolist(), vec[nz].tolist())
+                base = node_of[p] * width
+                flat.extend([base + c for c in hit[0]])
+                vals.extend(hit[1])
+                if not whole:
+                    at = placed_at[p]
+                    e_pos_l.append(at[0])  # type: ignore[index]
+                    e_idx_l.append(at[1])  # type: ignore[index]
+                    nent_l.append(len(hit[0]))
+            k = 1 if whole else len(placed)
+            if whole:
+                first = min(placed_at[p] for p in placed)  # type: ignore[type-var]
+                e_pos_l.append(first[0])  # type: ignore[index]
+                e_idx_l.append(first[1])  # type: ignore[index]
+                nent_l.append(len(flat) - start)
+            prio_l.extend([wl.spec.priority] * k)
+            single_l.extend([0 if whole else 1] * k)
+            npods_l.extend([len(placed)] * k if whole else [1] * k)
+            gid_l.extend([gid] * k)
+            j_l.extend(range(k))
+        arrays = {name: np.array(v, dtype=np.int64) for name, v in cols.items()}
+        return arrays, np.array(flat, dtype=np.int64), np.array(vals, dtype=np.int64)
+
+    def _compact(self) -> None:
+        """Renumber the groups in 0.. (gids of groups out are dropped)."""
+        kept = np.flatnonzero(self.live)
+        remap = np.full(len(self.groups), -1, dtype=np.int64)
+        remap[kept] = np.arange(len(kept), dtype=np.int64)
+        idx = kept.tolist()
+        self.groups = [self.groups[i] for i in idx]
+        self.parts = [self.parts[i] for i in idx]
+        self.snaps = [self.snaps[i] for i in idx]
+        self.by_key = {g.running_key: i for i, g in enumerate(self.groups)}  # type: ignore[union-attr]
+        self.live = np.ones(len(kept), dtype=bool)
+        self.gid = remap[self.gid]
+
+
+# Kept by the ClusterState object itself: nothing in the state (pickled for snapshots)
+# holds it, and it goes with its state.
+_ORDERS: "weakref.WeakKeyDictionary[ClusterState, _Order]" = weakref.WeakKeyDictionary()
+
+
+class _Candidates:
+    """The candidate units for a preemptor of this priority, least important first:
+    a prefix of the state's `_Order` (or a subset of one, for a topology domain)."""
+
+    def __init__(self, state: ClusterState, priority: int) -> None:
+        width = len(state.nodes.resource_names)
+        order = _ORDERS.get(state)
+        if order is None or order.width != width:
+            order = _ORDERS[state] = _Order(width)
+        order.sync(state)
+        n = int(np.searchsorted(order.prio, priority, side="left"))
+        self.count = n
+        self.groups, self.parts = order.groups, order.parts
+        self.gid, self.j, self.whole = order.gid[:n], order.j[:n], order.whole[:n]
+        self.starts, self.ends = order.starts[:n], order.ends[:n]
+        e = int(self.ends[-1]) if n else 0
+        self.flat, self.vals, self.rows = order.flat[:e], order.vals[:e], order.rows[:e]
+
+    def unit(self, u: int) -> Unit:
+        gid = int(self.gid[u])
+        return Unit(self.groups[gid], self.parts[gid][int(self.j[u])], bool(self.whole[u]))  # type: ignore[arg-type,index]
+
+    def subset(self, keep: np.ndarray) -> "_Candidates":
+        """These units only (a boolean mask over units), in the same order."""
+        out = object.__new__(_Candidates)
+        out.count = int(np.count_nonzero(keep))
+        out.groups, out.parts = self.groups, self.parts
+        out.gid, out.j, out.whole = self.gid[keep], self.j[keep], self.whole[keep]
+        lens = (self.ends - self.starts)[keep]
+        out.ends = np.cumsum(lens)
+        out.starts = out.ends - lens
+        ent_keep = np.repeat(keep, self.ends - self.starts)
+        out.flat, out.vals, out.rows = self.flat[ent_keep], self.vals[ent_keep], self.rows[ent_keep]
+        return out
+
+    def touching(self, row_mask: np.ndarray, upto: int | None = None) -> np.ndarray:
+        """Per unit (of the first `upto`): has it a pod on a row of the mask?"""
+        upto = self.count if upto is None else upto
+        if upto == 0:
+            return np.zeros(0, dtype=bool)
+        end = int(self.ends[upto - 1])
+        return np.logical_or.reduceat(row_mask[self.rows[:end]], self.starts[:upto])
+
+
 def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
-    units: list[Unit] = []
-    running = state.running
-    end = running.bisect_left((priority,))
-    for key in running.keys()[:end]:
-        g: Group = running[key]
-        placed = [i for i, n in enumerate(g.node_of) if n >= 0]
-        if g.spec.disruption_all or (g.spec.gang and g.placed <= g.spec.min_count):
-            units.append(Unit(g, placed, True))
-        else:
-            units.extend(Unit(g, [p], False) for p in placed)
-    return units
+    """Every candidate unit below this priority, least important first."""
+    cand = _Candidates(state, priority)
+    return [cand.unit(u) for u in range(cand.count)]
+
+
+def _flat_used(state: ClusterState) -> np.ndarray:
+    used = state.nodes.used
+    if not used.flags.c_contiguous:  # pragma: no cover - the table keeps it contiguous
+        state.nodes.used = used = np.ascontiguousarray(used)
+    return used.reshape(-1)  # a view: changes go to the table
+
+
+def _apply(state: ClusterState, flat: np.ndarray, vals: np.ndarray, sign: int, float_exact: bool) -> None:
+    """Add (sign 1) or take off (-1) these usage entries, exactly.
+
+    Many entries are summed per cell with one float `bincount`, exact when `float_exact`
+    (no sum of entries can reach 2**52); few, or huge amounts, go through `ufunc.at`.
+    """
+    used = _flat_used(state)
+    if len(flat) < 256 or not float_exact:
+        (np.add if sign > 0 else np.subtract).at(used, flat, vals)
+        return
+    delta = np.bincount(flat, weights=vals, minlength=len(used)).astype(np.int64)
+    if sign > 0:
+        used += delta
+    else:
+        used -= delta
 
 
 class _Removal:
     """Units' usage taken off the node table in removal order, prefix by prefix
     (and, with `devices`, the device claims they would free)."""
 
-    def __init__(self, state: ClusterState, units: list[Unit], devices: bool = False) -> None:
+    def __init__(self, state: ClusterState, cand: _Candidates, devices: bool = False) -> None:
         self.state = state
-        self.release = dra.Release(state, [(u.group, u.pods) for u in units]) if devices else None
-        rows: list[int] = []
-        vecs: list[np.ndarray] = []
-        self.ends: list[int] = []
-        for u in units:
-            g = u.group
-            for p in u.pods:
-                rows.append(g.node_of[p])
-                vecs.append(state.shape_vector(g.workload, g.spec.pod_shapes[p]))
-            self.ends.append(len(rows))
-        width = len(state.nodes.resource_names)
-        self.rows = np.array(rows, dtype=np.int64)
-        self.vecs = np.vstack(vecs) if vecs else np.zeros((0, width), dtype=np.int64)
-        self.applied = 0  # pods currently removed
+        self.release = None
+        if devices:
+            units = [cand.unit(u) for u in range(cand.count)]
+            self.release = dra.Release(state, [(u.group, u.pods) for u in units])
+        self.flat = cand.flat
+        self.vals = cand.vals
+        self.ends = cand.ends
+        self.float_exact = bool(len(cand.vals) == 0 or
+                                float(np.abs(cand.vals).max()) * len(cand.vals) < 2.0 ** 52)
+        self.applied = 0  # entries currently removed
 
     def set_prefix(self, units: int) -> None:
-        target = self.ends[units - 1] if units else 0
-        used = self.state.nodes.used
+        target = int(self.ends[units - 1]) if units else 0
         if target > self.applied:
-            np.subtract.at(used, self.rows[self.applied:target], self.vecs[self.applied:target])
+            _apply(self.state, self.flat[self.applied:target], self.vals[self.applied:target], -1,
+                   self.float_exact)
         elif target < self.applied:
-            np.add.at(used, self.rows[target:self.applied], self.vecs[target:self.applied])
+            _apply(self.state, self.flat[target:self.applied], self.vals[target:self.applied], 1,
+                   self.float_exact)
         self.applied = target
         if self.release is not None:
             self.release.set_prefix(units)
 
 
+class _UniformCount:
+    """What `placement.place_in` places of `count` pods of one shape that need no devices,
+    on the rows of its node-selector mask (and `allowed`), computed from the usage table.
+
+    `place_in` fills every row it can use before it gives up: a row is used while every
+    column's free amount covers the request (`_row_fits`), so the pods it places are the
+    smaller of `count` and the sum over usable rows of how many fit there.
+    """
+
+    def __init__(self, state: ClusterState, g: Group, shape: int, count: int,
+                 allowed: np.ndarray | None) -> None:
+        self.state = state
+        self.count = count
+        self.vec = state.shape_vector(g.workload, shape)
+        mask = pl.base_mask(state, g, shape)
+        if allowed is not None:
+            mask = mask & allowed
+        self.rows = np.flatnonzero(mask)
+        self.cols = np.flatnonzero(self.vec)  # never empty: every pod uses one `pods`
+        self.alloc = state.nodes.alloc[self.rows]
+
+    def __call__(self) -> int:
+        if not len(self.rows):
+            return 0
+        free = self.alloc - self.state.nodes.used[self.rows]
+        free = free[np.all(free >= self.vec, axis=1)]
+        fit = np.minimum(np.min(free[:, self.cols] // self.vec[self.cols], axis=1), self.count)
+        return min(self.count, int(fit.sum()))
+
+
 def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Refusal:
     """A preemption plan for these pods of g, or the reason there is none."""
     priority = g.workload.spec.priority
-    units = candidate_units(state, priority)
-    if not units:
+    cand = _Candidates(state, priority)  # least important first
+    if not cand.count:
         return Refusal(NO_VICTIMS, 0)
-    # least important first
-    units.sort(key=lambda u: u.importance, reverse=True)
     devices = dra.group_needs_devices(g) and dra.any_allocated(state)
-    removal = _Removal(state, units, devices)
+    removal = _Removal(state, cand, devices)
     try:
-        removal.set_prefix(len(units))
+        removal.set_prefix(cand.count)
         everything = pl.attempt(state, g, pods, need, explain=False)
         if not everything.ok:
             return Refusal(WOULD_NOT_HELP, everything.placeable)
         k = everything.placeable
         restrict = None
-        if g.spec.topology_key is not None and everything.domain is not None:
-            ids, values = state.nodes.domains(g.spec.topology_key)
+        key = g.spec.topology_key
+        if key is not None and everything.domain is not None:
+            ids, values = state.nodes.domains(key)
             restrict = ids[: state.nodes.count] == values.index(everything.domain)
-            inside = [u for u in units if any(restrict[u.group.node_of[p]] for p in u.pods)
-                      or (devices and dra.unit_holds_shared(state, u.group, u.pods))]
-            if not inside:  # pragma: no cover - the domain was infeasible only because of them
+            inside = cand.touching(restrict)
+            if devices:
+                for u in np.flatnonzero(~inside).tolist():
+                    unit = cand.unit(u)
+                    inside[u] = dra.unit_holds_shared(state, unit.group, unit.pods)
+            if not inside.any():  # pragma: no cover - the domain was infeasible only because of them
                 return Refusal(WOULD_NOT_HELP, everything.placeable)
-            if len(inside) != len(units):
+            if not inside.all():
                 removal.set_prefix(0)
-                units = inside
-                removal = _Removal(state, units, devices)
+                cand = cand.subset(inside)
+                removal = _Removal(state, cand, devices)
+        # How many pods the routine would place, without running it where arithmetic tells:
+        # each run of pods of one shape places at most what fits on the rows it may use
+        # (`_UniformCount`), so their sum bounds the count; with a single run, pods that
+        # need no devices and the rows the routine would use, the bound is the count.
+        runs: list[tuple[int, int]] = []  # (shape, pods)
+        for p in pods:
+            shape = g.spec.pod_shapes[p]
+            if runs and runs[-1][0] == shape:
+                runs[-1] = (shape, runs[-1][1] + 1)
+            else:
+                runs.append((shape, 1))
+        counters = [_UniformCount(state, g, shape, n, restrict) for shape, n in runs]
+        exact = (len(runs) == 1 and not any(dra.pod_needs_devices(g, p) for p in pods)
+                 and (key is None or (restrict is not None and g.domain in (None, everything.domain))))
+
+        def placeable() -> int:
+            bound = sum(c() for c in counters)
+            if exact or bound < k:
+                return bound
+            return pl.attempt(state, g, pods, need, restrict=restrict, explain=False).placeable
+
         # smallest prefix of units whose removal lets the routine place k pods
-        lo, hi = 1, len(units)
+        lo, hi = 1, cand.count
         while lo < hi:
             mid = (lo + hi) // 2
             removal.set_prefix(mid)
-            if pl.attempt(state, g, pods, need, restrict=restrict, explain=False).placeable >= k:
+            if placeable() >= k:
                 hi = mid
             else:
                 lo = mid + 1
@@ -143,48 +435,57 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         if chosen.placeable < k:  # pragma: no cover - guarded by the search
             trial.rollback()
             return Refusal(WOULD_NOT_HELP, everything.placeable)
-        removed = units[:lo]
-        victims_units, reprieved = _reprieve(state, chosen, removed, pods, g)
+        victims_units, reprieved = _reprieve(state, chosen, cand, lo, pods, g)
         trial.rollback()
     finally:
         removal.set_prefix(0)
     return Plan(placement=chosen, victims=_victims(victims_units), reprieved=reprieved)
 
 
-def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods: list[int],
+def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, removed: int, pods: list[int],
               g: Group) -> tuple[list[Unit], list[Unit]]:
-    """Put removed units back, most important first; keep those the preemptor survives.
+    """Put the first `removed` units back, most important first; keep those the preemptor survives.
 
     Runs with the removed units off the table and the preemptor's placement applied.
+    A unit with no pod on the preemptor's nodes leaves those nodes' usage alone: it fits
+    (unless it would take back the preemptor's devices) and is not put back at all, as
+    the table is left as it was on entry either way.
     """
     nodes = state.nodes
-    pre_nodes = {node for _, node in chosen.placements}
+    pre_rows = sorted({node for _, node in chosen.placements})
+    on_pre = np.zeros(nodes.count, dtype=bool)
+    on_pre[pre_rows] = True
     cols = np.flatnonzero(np.any(np.vstack(
         [state.shape_vector(g.workload, g.spec.pod_shapes[p]) for p in pods]), axis=0))
     held = dra.held_devices(chosen.claims) if chosen.claims else None
+    touch = cand.touching(on_pre, removed)
     victims: list[Unit] = []
     kept: list[Unit] = []
-    for unit in sorted(removed, key=lambda u: u.importance):
-        ug = unit.group
-        rows = [ug.node_of[p] for p in unit.pods]
-        vecs = [state.shape_vector(ug.workload, ug.spec.pod_shapes[p]) for p in unit.pods]
-        for r, v in zip(rows, vecs):
-            nodes.used[r] += v
-        touched = pre_nodes.intersection(rows)
-        fits = all(np.all(nodes.used[r, cols] <= nodes.alloc[r, cols]) for r in touched)
-        if fits and held and dra.unit_conflicts(state, held, ug, unit.pods):
-            fits = False  # putting it back would take back devices the preemptor was given
-        if fits:
-            kept.append(unit)
-        else:
-            for r, v in zip(rows, vecs):
-                nodes.used[r] -= v
-            victims.append(unit)
+    back: list[int] = []  # units put back on the preemptor's nodes
+    flat = _flat_used(state)
+    for u in range(removed - 1, -1, -1):  # most important first: the removal order reversed
+        unit = cand.unit(u)
+        fits = True
+        if touch[u]:
+            s, e = int(cand.starts[u]), int(cand.ends[u])
+            idx, vals = cand.flat[s:e], cand.vals[s:e]
+            np.add.at(flat, idx, vals)
+            rows = cand.rows[s:e]
+            t = rows[on_pre[rows]]
+            fits = bool(np.all(nodes.used[t][:, cols] <= nodes.alloc[t][:, cols]))
+            if fits and held and dra.unit_conflicts(state, held, unit.group, unit.pods):
+                fits = False  # putting it back would take back devices the preemptor was given
+            if fits:
+                back.append(u)
+            else:
+                np.subtract.at(flat, idx, vals)
+        elif held and dra.unit_conflicts(state, held, unit.group, unit.pods):
+            fits = False
+        (kept if fits else victims).append(unit)
     # leave the table as it was on entry: kept units are removed again
-    for unit in kept:
-        ug = unit.group
-        for p in unit.pods:
-            nodes.used[ug.node_of[p]] -= state.shape_vector(ug.workload, ug.spec.pod_shapes[p])
+    for u in back:
+        s, e = int(cand.starts[u]), int(cand.ends[u])
+        np.subtract.at(flat, cand.flat[s:e], cand.vals[s:e])
     return victims, kept
 
 

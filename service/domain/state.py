@@ -135,6 +135,7 @@ class Workload:
 
 class ClusterState:
     finished_before = 0
+    moves_dropped = 0  # states pickled before the journal of moves: none dropped
 
     def __init__(self, cluster: str = "") -> None:
         self.cluster = cluster
@@ -153,6 +154,10 @@ class ClusterState:
         self.index = QueueIndex()  # skip index over the queue (a cache)
         self.running: SortedDict = SortedDict()  # (priority, workload position, group index) -> Group with pods placed
         self._shape_vectors: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
+        # running keys of the groups whose placements changed, in order: a bounded journal for
+        # caches that follow placements (preemption.py); `moves_dropped` left from its front
+        self.moves: list[tuple[int, int, int]] = []
+        self.moves_dropped = 0
 
     # -- lookups ------------------------------------------------------------------------
     def group(self, namespace: str, workload: str, group: str) -> Group:
@@ -197,6 +202,7 @@ class ClusterState:
             key = (node, shapes[pod])
             per_node[key] = per_node.get(key, 0) + 1
         self._add_usage(wl, per_node, 1)
+        self._moved(g)
         if g.placed == 0:
             self.running[g.running_key] = g
         g.placed += len(placements)
@@ -224,6 +230,7 @@ class ClusterState:
             key = (node, shapes[pod])
             per_node[key] = per_node.get(key, 0) + 1
         self._add_usage(wl, per_node, -1)
+        self._moved(g)
         g.placed -= len(pods)
         prio = wl.spec.priority
         left = self.placed_by_priority[prio] - len(pods)
@@ -234,6 +241,15 @@ class ClusterState:
         if g.placed == 0:
             g.domain = None
             del self.running[g.running_key]
+
+    def _moved(self, g: Group) -> None:
+        moves = self.__dict__.get("moves")
+        if moves is None:  # a state pickled before the journal existed
+            moves = self.moves = []
+        moves.append(g.running_key)
+        if len(moves) > 4096:
+            del moves[:2048]
+            self.moves_dropped += 2048
 
     def _add_usage(self, wl: Workload, per_node: dict[tuple[int, int], int], sign: int) -> None:
         """used[node] += sign * pods * shape vector, for each (node, shape): a gang lands on a

@@ -1,0 +1,211 @@
+"""Reference preemption: the straightforward implementation of model.md *Preemption*.
+
+This is service/domain/preemption.py as first written (one Python object per unit,
+a placement attempt per probe of the search, every removed unit put back in the
+reprieve). The service's module is optimised; tests compare its decisions with
+these, which must be identical. Not used by the service.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from service.domain import devices as dra
+from service.domain import placement as pl
+from service.domain.state import ClusterState, Group
+
+WOULD_NOT_HELP = "PreemptionWouldNotHelp"
+NO_VICTIMS = "NoLowerPriorityVictims"
+NOT_ALLOWED = "PreemptionNotAllowed"
+
+
+@dataclass
+class Unit:
+    group: Group
+    pods: list[int]
+    whole: bool
+
+    @property
+    def importance(self) -> tuple:
+        """Ascending = most important first (model.md *Reprieve*)."""
+        g = self.group
+        earliest = min(g.placed_at[p] for p in self.pods)  # type: ignore[type-var]
+        return (-g.workload.spec.priority, 0 if self.whole else 1, -len(self.pods), earliest)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.group.ref, "priority": self.group.workload.spec.priority,
+                "pods": [self.group.spec.pod_names[p] for p in self.pods], "wholeGroup": self.whole}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """No preemption: why, and how many pods even removing every candidate would place."""
+    reason: str
+    placeable: int
+
+
+@dataclass
+class Plan:
+    placement: pl.Attempt
+    victims: list[tuple[Group, list[int], bool, str]] = field(default_factory=list)  # group, pods, whole, why
+    reprieved: list[Unit] = field(default_factory=list)
+
+
+def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
+    units: list[Unit] = []
+    running = state.running
+    end = running.bisect_left((priority,))
+    for key in running.keys()[:end]:
+        g: Group = running[key]
+        placed = [i for i, n in enumerate(g.node_of) if n >= 0]
+        if g.spec.disruption_all or (g.spec.gang and g.placed <= g.spec.min_count):
+            units.append(Unit(g, placed, True))
+        else:
+            units.extend(Unit(g, [p], False) for p in placed)
+    return units
+
+
+class _Removal:
+    """Units' usage taken off the node table in removal order, prefix by prefix
+    (and, with `devices`, the device claims they would free)."""
+
+    def __init__(self, state: ClusterState, units: list[Unit], devices: bool = False) -> None:
+        self.state = state
+        self.release = dra.Release(state, [(u.group, u.pods) for u in units]) if devices else None
+        rows: list[int] = []
+        vecs: list[np.ndarray] = []
+        self.ends: list[int] = []
+        for u in units:
+            g = u.group
+            for p in u.pods:
+                rows.append(g.node_of[p])
+                vecs.append(state.shape_vector(g.workload, g.spec.pod_shapes[p]))
+            self.ends.append(len(rows))
+        width = len(state.nodes.resource_names)
+        self.rows = np.array(rows, dtype=np.int64)
+        self.vecs = np.vstack(vecs) if vecs else np.zeros((0, width), dtype=np.int64)
+        self.applied = 0  # pods currently removed
+
+    def set_prefix(self, units: int) -> None:
+        target = self.ends[units - 1] if units else 0
+        used = self.state.nodes.used
+        if target > self.applied:
+            np.subtract.at(used, self.rows[self.applied:target], self.vecs[self.applied:target])
+        elif target < self.applied:
+            np.add.at(used, self.rows[target:self.applied], self.vecs[target:self.applied])
+        self.applied = target
+        if self.release is not None:
+            self.release.set_prefix(units)
+
+
+def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Refusal:
+    """A preemption plan for these pods of g, or the reason there is none."""
+    priority = g.workload.spec.priority
+    units = candidate_units(state, priority)
+    if not units:
+        return Refusal(NO_VICTIMS, 0)
+    # least important first
+    units.sort(key=lambda u: u.importance, reverse=True)
+    devices = dra.group_needs_devices(g) and dra.any_allocated(state)
+    removal = _Removal(state, units, devices)
+    try:
+        removal.set_prefix(len(units))
+        everything = pl.attempt(state, g, pods, need, explain=False)
+        if not everything.ok:
+            return Refusal(WOULD_NOT_HELP, everything.placeable)
+        k = everything.placeable
+        restrict = None
+        if g.spec.topology_key is not None and everything.domain is not None:
+            ids, values = state.nodes.domains(g.spec.topology_key)
+            restrict = ids[: state.nodes.count] == values.index(everything.domain)
+            inside = [u for u in units if any(restrict[u.group.node_of[p]] for p in u.pods)
+                      or (devices and dra.unit_holds_shared(state, u.group, u.pods))]
+            if not inside:  # pragma: no cover - the domain was infeasible only because of them
+                return Refusal(WOULD_NOT_HELP, everything.placeable)
+            if len(inside) != len(units):
+                removal.set_prefix(0)
+                units = inside
+                removal = _Removal(state, units, devices)
+        # smallest prefix of units whose removal lets the routine place k pods
+        lo, hi = 1, len(units)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            removal.set_prefix(mid)
+            if pl.attempt(state, g, pods, need, restrict=restrict, explain=False).placeable >= k:
+                hi = mid
+            else:
+                lo = mid + 1
+        removal.set_prefix(lo)
+        trial = pl.Trial(state)
+        chosen = pl.attempt(state, g, pods, need, restrict=restrict, explain=True, keep_trial=trial)
+        if chosen.placeable < k:  # pragma: no cover - guarded by the search
+            trial.rollback()
+            return Refusal(WOULD_NOT_HELP, everything.placeable)
+        removed = units[:lo]
+        victims_units, reprieved = _reprieve(state, chosen, removed, pods, g)
+        trial.rollback()
+    finally:
+        removal.set_prefix(0)
+    return Plan(placement=chosen, victims=_victims(victims_units), reprieved=reprieved)
+
+
+def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods: list[int],
+              g: Group) -> tuple[list[Unit], list[Unit]]:
+    """Put removed units back, most important first; keep those the preemptor survives.
+
+    Runs with the removed units off the table and the preemptor's placement applied.
+    """
+    nodes = state.nodes
+    pre_nodes = {node for _, node in chosen.placements}
+    cols = np.flatnonzero(np.any(np.vstack(
+        [state.shape_vector(g.workload, g.spec.pod_shapes[p]) for p in pods]), axis=0))
+    held = dra.held_devices(chosen.claims) if chosen.claims else None
+    victims: list[Unit] = []
+    kept: list[Unit] = []
+    for unit in sorted(removed, key=lambda u: u.importance):
+        ug = unit.group
+        rows = [ug.node_of[p] for p in unit.pods]
+        vecs = [state.shape_vector(ug.workload, ug.spec.pod_shapes[p]) for p in unit.pods]
+        for r, v in zip(rows, vecs):
+            nodes.used[r] += v
+        touched = pre_nodes.intersection(rows)
+        fits = all(np.all(nodes.used[r, cols] <= nodes.alloc[r, cols]) for r in touched)
+        if fits and held and dra.unit_conflicts(state, held, ug, unit.pods):
+            fits = False  # putting it back would take back devices the preemptor was given
+        if fits:
+            kept.append(unit)
+        else:
+            for r, v in zip(rows, vecs):
+                nodes.used[r] -= v
+            victims.append(unit)
+    # leave the table as it was on entry: kept units are removed again
+    for unit in kept:
+        ug = unit.group
+        for p in unit.pods:
+            nodes.used[ug.node_of[p]] -= state.shape_vector(ug.workload, ug.spec.pod_shapes[p])
+    return victims, kept
+
+
+def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
+    """Victim pods by group, applying the gang surplus rule."""
+    by_group: dict[int, tuple[Group, list[int], bool]] = {}
+    order: list[Group] = []
+    for u in units:
+        g = u.group
+        if id(g) not in by_group:
+            by_group[id(g)] = (g, [], u.whole)
+            order.append(g)
+        by_group[id(g)][1].extend(u.pods)
+    out = []
+    for g in sorted(order, key=lambda x: x.key):
+        _, pods, whole = by_group[id(g)]
+        why = "whole group (disruptionMode All or no pods above minCount)" if whole else "single pods"
+        if not whole and g.spec.gang and len(pods) > g.placed - g.spec.min_count:
+            pods = [i for i, n in enumerate(g.node_of) if n >= 0]
+            whole = True
+            why = "the gang would have dropped below minCount, so the whole group goes"
+        pods = sorted(set(pods))
+        out.append((g, pods, whole or len(pods) == g.placed, why))
+    return out
