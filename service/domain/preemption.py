@@ -15,8 +15,8 @@ straightforward implementation):
   arithmetic (`_UniformCount` per run of pods of one shape) and runs it only when
   the bound does not decide; for pods of one shape that need no devices the bound
   is exact;
-- the reprieve only puts back units with pods on the preemptor's nodes: any other
-  unit leaves those nodes' usage alone, so it fits (devices permitting).
+- the reprieve follows only the preemptor's nodes (in the columns it requests), in a
+  small local copy: any other unit leaves them alone, so it fits (devices permitting).
 """
 from __future__ import annotations
 
@@ -446,46 +446,54 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
               g: Group) -> tuple[list[Unit], list[Unit]]:
     """Put the first `removed` units back, most important first; keep those the preemptor survives.
 
-    Runs with the removed units off the table and the preemptor's placement applied.
-    A unit with no pod on the preemptor's nodes leaves those nodes' usage alone: it fits
-    (unless it would take back the preemptor's devices) and is not put back at all, as
-    the table is left as it was on entry either way.
+    Runs with the removed units off the table and the preemptor's placement applied; the
+    table is left as it is. Only the usage of the preemptor's nodes, in the columns it
+    requests, is ever checked, so that is all that is followed (a small local copy): a
+    unit with no pod on those nodes fits (unless it would take back the preemptor's
+    devices), and putting a unit back changes only its own pods' nodes.
     """
     nodes = state.nodes
+    width = len(nodes.resource_names)
     pre_rows = sorted({node for _, node in chosen.placements})
     on_pre = np.zeros(nodes.count, dtype=bool)
     on_pre[pre_rows] = True
     cols = np.flatnonzero(np.any(np.vstack(
         [state.shape_vector(g.workload, g.spec.pod_shapes[p]) for p in pods]), axis=0))
     held = dra.held_devices(chosen.claims) if chosen.claims else None
-    touch = cand.touching(on_pre, removed)
+    touch = cand.touching(on_pre, removed).tolist()
+    # usage entries of the removed units on the preemptor's nodes, in its columns
+    end = int(cand.ends[removed - 1]) if removed else 0
+    local_row = np.full(nodes.count, -1, dtype=np.int64)
+    local_row[pre_rows] = np.arange(len(pre_rows))
+    local_col = np.full(width, -1, dtype=np.int64)
+    local_col[cols] = np.arange(len(cols))
+    rows = cand.rows[:end]
+    lr, lc = local_row[rows], local_col[cand.flat[:end] - rows * width]
+    sel = np.flatnonzero((lr >= 0) & (lc >= 0))  # `pods` is one of the columns: every pod there
+    owner = np.searchsorted(cand.ends[:removed], sel, side="right")
+    entries: dict[int, list[tuple[int, int, int]]] = {}
+    for u, r, c, v in zip(owner.tolist(), lr[sel].tolist(), lc[sel].tolist(), cand.vals[:end][sel].tolist()):
+        entries.setdefault(u, []).append((r, c, v))
+    used = nodes.used[pre_rows][:, cols].tolist()
+    alloc = nodes.alloc[pre_rows][:, cols].tolist()
     victims: list[Unit] = []
     kept: list[Unit] = []
-    back: list[int] = []  # units put back on the preemptor's nodes
-    flat = _flat_used(state)
     for u in range(removed - 1, -1, -1):  # most important first: the removal order reversed
         unit = cand.unit(u)
         fits = True
         if touch[u]:
-            s, e = int(cand.starts[u]), int(cand.ends[u])
-            idx, vals = cand.flat[s:e], cand.vals[s:e]
-            np.add.at(flat, idx, vals)
-            rows = cand.rows[s:e]
-            t = rows[on_pre[rows]]
-            fits = bool(np.all(nodes.used[t][:, cols] <= nodes.alloc[t][:, cols]))
+            mine = entries[u]
+            for r, c, v in mine:
+                used[r][c] += v
+            fits = all(x <= a for r in {r for r, _, _ in mine} for x, a in zip(used[r], alloc[r]))
             if fits and held and dra.unit_conflicts(state, held, unit.group, unit.pods):
                 fits = False  # putting it back would take back devices the preemptor was given
-            if fits:
-                back.append(u)
-            else:
-                np.subtract.at(flat, idx, vals)
+            if not fits:
+                for r, c, v in mine:
+                    used[r][c] -= v
         elif held and dra.unit_conflicts(state, held, unit.group, unit.pods):
             fits = False
         (kept if fits else victims).append(unit)
-    # leave the table as it was on entry: kept units are removed again
-    for u in back:
-        s, e = int(cand.starts[u]), int(cand.ends[u])
-        np.subtract.at(flat, cand.flat[s:e], cand.vals[s:e])
     return victims, kept
 
 

@@ -162,7 +162,7 @@ def check_preemptions(s: Sim) -> int:
     return seen
 
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=45, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
