@@ -108,7 +108,7 @@ class Gangplank:
         snap = await self.store.latest_snapshot(cluster, SNAPSHOT_VERSION, at_or_before=until)
         if light:
             lite = await self.store.latest_snapshot(cluster, LIGHT_SNAPSHOT_VERSION, at_or_before=until)
-            if lite is not None and (snap is None or lite.position > snap.position):
+            if lite is not None and (snap is None or lite.position >= snap.position):
                 snap = lite
         if snap is not None:
             try:
