@@ -71,6 +71,21 @@ class Plan:
 _UNIT_FIELDS = ("prio", "single", "npods", "e_pos", "e_idx", "gid", "j", "nent")
 
 
+def _removal_order(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Least important first: lower priority, single pods before whole groups, fewer pods,
+    placed later (the reverse of the reprieve's most-important-first order).
+
+    Two int64 keys instead of five when the values allow (a cheaper `lexsort`):
+    (priority, single, pods) and (placed_at position, index)."""
+    prio, single, npods, e_pos, e_idx = (cols[n] for n in ("prio", "single", "npods", "e_pos", "e_idx"))
+    if len(prio) and (int(prio.min()) >= -(2**31) and int(prio.max()) < 2**31 and int(npods.max()) < 2**14
+                      and int(e_pos.max()) < 2**47 and int(e_idx.max()) < 2**14):
+        k1 = ((prio + 2**31) << 15) | ((1 - single) << 14) | npods
+        k2 = (e_pos << 14) | e_idx
+        return np.lexsort((-k2, k1))
+    return np.lexsort((-e_idx, -e_pos, npods, -single, prio))
+
+
 class _Order:
     """Every unit of the running groups, least important first.
 
@@ -144,9 +159,7 @@ class _Order:
             cols = {name: np.concatenate([cols[name], new_cols[name]]) for name in _UNIT_FIELDS}
             flat_a, vals_a = np.concatenate([flat_a, new_flat]), np.concatenate([vals_a, new_vals])
             nent = cols["nent"]
-            # least important first: priority, single pods before whole groups, fewer pods,
-            # placed later (the reverse of the reprieve's most-important-first order)
-            order = np.lexsort((-cols["e_idx"], -cols["e_pos"], cols["npods"], -cols["single"], cols["prio"]))
+            order = _removal_order(cols)
             cols = {name: a[order] for name, a in cols.items()}
             lens = cols["nent"]
             ends = np.cumsum(lens)
