@@ -392,12 +392,17 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
     removal = _Removal(state, cand, devices)
     try:
         removal.set_prefix(cand.count)
-        everything = pl.attempt(state, g, pods, need, explain=False)
+        key = g.spec.topology_key
+        shapes = {g.spec.pod_shapes[p] for p in pods}
+        plain = len(shapes) == 1 and not any(dra.pod_needs_devices(g, p) for p in pods)
+        if key is None and plain:  # the routine's count is arithmetic (`_UniformCount`)
+            everything = pl.Attempt(need=need, placeable=_UniformCount(state, g, next(iter(shapes)), len(pods), None)())
+        else:
+            everything = pl.attempt(state, g, pods, need, explain=False)
         if not everything.ok:
             return Refusal(WOULD_NOT_HELP, everything.placeable)
         k = everything.placeable
         restrict = None
-        key = g.spec.topology_key
         if key is not None and everything.domain is not None:
             ids, values = state.nodes.domains(key)
             restrict = ids[: state.nodes.count] == values.index(everything.domain)
@@ -424,8 +429,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
             else:
                 runs.append((shape, 1))
         counters = [_UniformCount(state, g, shape, n, restrict) for shape, n in runs]
-        exact = (len(runs) == 1 and not any(dra.pod_needs_devices(g, p) for p in pods)
-                 and (key is None or (restrict is not None and g.domain in (None, everything.domain))))
+        exact = plain and (key is None or (restrict is not None and g.domain in (None, everything.domain)))
 
         def placeable() -> int:
             bound = sum(c() for c in counters)
