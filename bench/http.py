@@ -153,6 +153,21 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
             dt = time.perf_counter() - t0
             result["nodes"] = {"count": RACKS * PER_RACK, "s": round(dt, 2), "per_s": round(RACKS * PER_RACK / dt)}
 
+            retries = 0
+
+            async def send(method: Any, path: str, **kw: Any) -> httpx.Response:
+                """One keyed request; a connection lost before the answer is retried with the
+                same key (what the key is for), and counted."""
+                nonlocal retries
+                for attempt in range(5):
+                    try:
+                        return await method(path, **kw)
+                    except httpx.TransportError:
+                        if attempt == 4:
+                            raise
+                        retries += 1
+                raise AssertionError("unreachable")
+
             rng = random.Random(seed)
             bodies = [workload_body(f"job-{i:05d}", rng) for i in range(warmup + submissions)]
             live: collections.deque[str] = collections.deque()
@@ -170,8 +185,8 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
                     while queue:
                         body = queue.popleft()
                         t = time.perf_counter()
-                        r = await client.post(f"{api}/namespaces/bench/workloads", json=body,
-                                              headers={"Idempotency-Key": f"submit-{body['name']}"})
+                        r = await send(client.post, f"{api}/namespaces/bench/workloads", json=body,
+                                       headers={"Idempotency-Key": f"submit-{body['name']}"})
                         took = time.perf_counter() - t
                         assert r.status_code == 201, r.text
                         answer = r.json()
@@ -184,8 +199,8 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
                         while len(live) > live_max:
                             old = live.popleft()
                             t = time.perf_counter()
-                            r = await client.delete(f"{api}/namespaces/bench/workloads/{old}",
-                                                    headers={"Idempotency-Key": f"delete-{old}"})
+                            r = await send(client.delete, f"{api}/namespaces/bench/workloads/{old}",
+                                           headers={"Idempotency-Key": f"delete-{old}"})
                             if timed:
                                 del_lat.append(time.perf_counter() - t)
                             assert r.status_code == 200, r.text
@@ -207,7 +222,7 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
                 "post_p50_ms": pct(post_lat, 0.5), "post_p99_ms": pct(post_lat, 0.99),
                 "post_max_ms": pct(post_lat, 1.0), "post_mean_ms": round(statistics.mean(post_lat) * 1000, 2),
                 "deletes": len(del_lat), "delete_p50_ms": pct(del_lat, 0.5), "delete_p99_ms": pct(del_lat, 0.99),
-                "phases": dict(phases), "preempted_groups": preemptions,
+                "phases": dict(phases), "preempted_groups": preemptions, "transport_retries": retries,
                 "events_appended": after - before,
                 "server_cpu_ms_per_request": round(server_cpu / (submissions + len(del_lat)) * 1000, 2),
                 "server_cpu_share": round(server_cpu / wall, 2),
