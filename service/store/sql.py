@@ -240,7 +240,7 @@ PG_APPEND_CREATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_CREATE))
 
 _PG_HEAD = "SELECT last_position, head_hash FROM clusters WHERE name = $1"
 _PG_IDEMPOTENCY = "SELECT key, fingerprint, status, body, cluster, position FROM idempotency WHERE key = $1"
-_PG_READ_DATA = ("SELECT position, type, schema_version, data FROM events"
+_PG_READ_DATA = ("SELECT position, type, schema_version, data, hash FROM events"
                  " WHERE cluster = $1 AND position > $2 AND position <= $4 ORDER BY position LIMIT $3")
 _PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
             " FROM events WHERE cluster = $1 AND position > $2 ORDER BY position LIMIT $3")
@@ -689,7 +689,8 @@ class SqlEventStore:
             rows = await self._pg("fetch", _PG_READ_DATA, cluster, after, limit,
                                   _MAX_POSITION if until is None else until)
         else:
-            stmt = (sa.select(t_events.c.position, t_events.c.type, t_events.c.schema_version, t_events.c.data)
+            stmt = (sa.select(t_events.c.position, t_events.c.type, t_events.c.schema_version, t_events.c.data,
+                              t_events.c.hash)
                     .where(t_events.c.cluster == cluster, t_events.c.position > after)
                     .order_by(t_events.c.position))
             if until is not None:
@@ -698,6 +699,8 @@ class SqlEventStore:
                 stmt = stmt.limit(limit)
             async with self._reader.connect() as conn:
                 rows = (await conn.execute(stmt)).all()
+        if rows:  # as read() does: the next append after a catch-up needs no head lookup
+            self._remember_head(cluster, rows[-1][0], rows[-1][4])
         paused = len(rows) >= 256 and gc.isenabled()  # as in _convert
         if paused:
             gc.disable()
