@@ -35,7 +35,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-# bench/ itself must not be on the path (bench/http.py would shadow the standard library's http)
+# bench/ itself must not be on the path (no module of bench/ may shadow the standard library)
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))

@@ -1,6 +1,6 @@
 """HTTP + PostgreSQL end to end (issue 3, item 9), and replay speed of a 1,000,000-event cluster.
 
-    .venv/bin/python bench/http.py [--submissions 3000] [--concurrency 8] [--events 1000000]
+    .venv/bin/python bench/http_load.py [--submissions 3000] [--concurrency 8] [--events 1000000]
                                    [--skip-http] [--skip-replay]
 
 HTTP: starts `gangplank serve` (`python -m service serve`) as a subprocess on a free loopback
@@ -27,8 +27,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# This file is bench/http.py: run as a script, its folder comes first on sys.path and would
-# shadow the standard library's `http` package (which httpx imports). Take the folder out.
+# Run as a script, this file's folder comes first on sys.path; keep it out so that nothing in
+# bench/ can shadow a standard-library module.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse  # noqa: E402
