@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
+import structlog
+
 from service import metrics
 from service.app.commands import Command, Origin, Outcome
 from service.domain import ClusterState, Event, Rejection, accept, evolve, handle, rejection_event
@@ -33,6 +35,7 @@ SNAPSHOT_VERSION = "state-v2"  # the whole state: restarts rebuild from it
 LIGHT_SNAPSHOT_VERSION = "state-light-v2"  # without finished workloads: /state?at=N starts from it
 LIGHT_PER_FULL = 50  # a light snapshot every snapshot_every events, a full one too every 50th
 MAX_RETRIES = 20
+log = structlog.get_logger("gangplank.app")
 CATCH_UP_BATCH = 5000  # events per read when folding
 GROUP_COMMIT_MAX = 64  # commands decided and committed in one transaction at most
 IDEMPOTENCY_LOOKUPS = 8  # concurrent idempotency lookups of one batch (below the pool size)
@@ -331,9 +334,12 @@ class Gangplank:
             if entry.since_snapshot >= self.snapshot_every:
                 entry.since_snapshot = 0
                 entry.snapshots += 1
-                await self.snapshot(cluster, state, light=True)
-                if entry.snapshots % LIGHT_PER_FULL == 0:
-                    await self.snapshot(cluster, state)
+                try:
+                    await self.snapshot(cluster, state, light=True)
+                    if entry.snapshots % LIGHT_PER_FULL == 0:
+                        await self.snapshot(cluster, state)
+                except Exception as exc:  # a snapshot is a cache: the commit above stands
+                    log.warning("snapshot.failed", cluster=cluster, position=state.position, error=repr(exc))
         if new_events:
             async with self._appended:
                 self._appended.notify_all()
