@@ -16,6 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .sql import make_engine, normalize_url
@@ -61,7 +62,23 @@ def _run_upgrade(connection: Connection, cfg: Config, revision: str) -> None:
 
 async def upgrade(url: str, revision: str = "head") -> None:
     """Apply pending migrations (all of them by default) in one transaction."""
-    engine = make_engine(normalize_url(url))
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        # concurrent upgrades queue on BEGIN IMMEDIATE, but one that finds the file busy in a
+        # step the busy timeout does not cover (switching it to WAL) answers "database is
+        # locked": wait and retry
+        for attempt in range(20):
+            try:
+                return await _upgrade_once(url, revision)
+            except OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 19:
+                    raise
+                await asyncio.sleep(0.1 * (attempt + 1))
+    await _upgrade_once(url, revision)
+
+
+async def _upgrade_once(url: str, revision: str) -> None:
+    engine = make_engine(url)
     try:
         async with engine.connect() as conn:
             # SQLite: BEGIN IMMEDIATE, so that concurrent upgrades queue instead of failing.
