@@ -277,8 +277,6 @@ class Gangplank:
             expected = state.position
             new_events: list[NewEvent] = []
             records: list[IdempotencyRecord] = []
-            pending_bodies: list[tuple[int, list[Event], Any]] = []
-            started = time.perf_counter()
             try:
                 for i, item in enumerate(items):
                     if outcomes[i] is not None:
@@ -310,7 +308,6 @@ class Gangplank:
                         metrics.DECISIONS.labels(type=d.type).inc()
                     if outcomes[i] is None:
                         outcomes[i] = self._answer(state, cmd, inp, decisions)
-                    pending_bodies.append((i, [inp, *decisions], None))
                     if key is not None:
                         seen_keys[key] = i
                         out = outcomes[i]
@@ -343,7 +340,6 @@ class Gangplank:
         if new_events:
             async with self._appended:
                 self._appended.notify_all()
-        del started
         result: list[Outcome] = []
         for i, out in enumerate(outcomes):
             if isinstance(out, tuple):  # the same key twice in one batch: the first answer
@@ -351,8 +347,6 @@ class Gangplank:
                 out = Outcome(first.status, first.body, [], replayed=True)
             assert out is not None
             result.append(out)
-        for i, _, _ in pending_bodies:
-            result[i].positions = [p for p in result[i].positions]
         return result
 
     async def _idempotency_records(self, keys: Sequence[str | None]) -> list[IdempotencyRecord | None]:

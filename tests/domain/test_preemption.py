@@ -3,12 +3,6 @@ from service.domain import events as ev
 from tests.domain.sim import Sim, basic, gang, pods
 
 
-def pod_nodes(sim: Sim, *names: str) -> Sim:
-    for n in names:
-        sim.node(n, pods=1) if False else None
-    return sim
-
-
 def cluster(*sizes: int) -> Sim:
     s = Sim()
     for i, size in enumerate(sizes):
