@@ -19,6 +19,21 @@ from service.domain.quantity import PODS
 UNLIMITED = np.int64(2**62)
 
 
+class DomainLayout:
+    """Rows of one topology key in domain order (a cache of NodeTable, dropped on any change)."""
+
+    def __init__(self, ids: np.ndarray, values: list[str], order: np.ndarray, starts: np.ndarray) -> None:
+        self.ids = ids  # domain id per row, -1 without the label or dead
+        self.values = values  # sorted label values; domain d is values[d]
+        self.order = order  # live labelled rows, grouped by domain (every domain has one at least)
+        self.starts = starts  # where each domain's rows begin in `order`
+        self.alloc_sums: dict[int, np.ndarray] = {}
+
+    def rows_of(self, d: int) -> np.ndarray:
+        end = self.starts[d + 1] if d + 1 < len(self.starts) else len(self.order)
+        return self.order[self.starts[d]:end]
+
+
 class NodeTable:
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -147,17 +162,29 @@ class NodeTable:
             self._domain_cache[key] = cached
         return cached
 
-    def domain_alloc_sums(self, key: str, col: int) -> np.ndarray:
-        """Allocatable of one resource summed per domain of `key` (floats: for screening only)."""
-        cache_key = f"{key}\0sum\0{col}"
+    def layout(self, key: str) -> "DomainLayout":
+        """Live rows carrying `key`, grouped by domain: per-domain sums become one reduceat."""
+        cache_key = f"{key}\0layout"
         hit = self._domain_cache.get(cache_key)
         if hit is None:
             ids, values = self.domains(key)
-            live = np.flatnonzero(ids[: self.count] >= 0)
-            sums = np.bincount(ids[live], weights=self.alloc[live, col], minlength=len(values))
-            hit = (sums, values)
+            ids = ids[: self.count]
+            live = np.flatnonzero(ids >= 0)
+            order = live[np.argsort(ids[live], kind="stable")]  # by domain, then by row
+            starts = np.searchsorted(ids[order], np.arange(len(values)))
+            hit = DomainLayout(ids, values, order, starts)
             self._domain_cache[cache_key] = hit  # type: ignore[assignment]
-        return hit[0]
+        return hit  # type: ignore[return-value]
+
+    def domain_alloc_sums(self, key: str, col: int) -> np.ndarray:
+        """Declared allocatable of one resource summed per domain of `key` (exact integers)."""
+        layout = self.layout(key)
+        sums = layout.alloc_sums.get(col)
+        if sums is None:
+            declared = np.where(self.declared[layout.order, col], self.alloc[layout.order, col], 0)
+            sums = np.add.reduceat(declared, layout.starts) if len(layout.order) else np.zeros(0, np.int64)
+            layout.alloc_sums[col] = sums
+        return sums
 
     def request_vector(self, requests: Iterable[tuple[str, int]]) -> np.ndarray:
         requests = list(requests)

@@ -154,57 +154,101 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         rows = np.flatnonzero(mask)
         rows = rows[_fits(state, rows, vec)] if len(rows) else rows
         needs_devices = dra.pod_needs_devices(g, pods[i])
-        shared_seen = trial.ledger.shared_made
-        if needs_devices and len(rows):
-            rows = rows[trial.ledger.viable(g, pods[i], rows)]  # enough free devices, shared claims in reach
         cols = _requested_cols(state, g, shape)
-        scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
-        last = -1
-        room = 0  # identical pods the last row still holds for sure (no devices involved)
-        nz = np.flatnonzero(vec)
-        for j in range(i, run_end):
-            pod = pods[j]
-            chosen = -1
-            if room > 0:
-                chosen = last
-                room -= 1
-            elif last >= 0 and _row_fits(state, last, vec) and (
-                    not needs_devices or trial.ledger.try_pod(g, pod, last)):
-                chosen = last
-            else:
-                if last >= 0:
-                    # drop the filled row, rescore nothing else: only `last` changed
-                    keep = rows != last
-                    rows, scores = rows[keep], scores[keep]
-                while len(rows):
-                    cand = _pick(state, rows, scores, cols, vec)
-                    if not _row_fits(state, cand, vec):
-                        keep = rows != cand
-                        rows, scores = rows[keep], scores[keep]
-                        continue
-                    if needs_devices and not trial.ledger.try_pod(g, pod, cand):
-                        keep = rows != cand
-                        if trial.ledger.shared_made != shared_seen:  # a shared claim now pins the reach
-                            keep &= trial.ledger.viable(g, pod, rows)
-                            shared_seen = trial.ledger.shared_made
-                        rows, scores = rows[keep], scores[keep]
-                        continue
-                    chosen = cand
-                    break
-            if chosen < 0:
-                if explain and failure is None:
-                    failure = explain_pod(state, g, pod, allowed, trial)
-                # identical pods after it fail too; skip the rest of the run
-                break
-            if chosen != last and not needs_devices and len(nz):
-                # how many more identical pods this row takes after this one
-                free = state.nodes.alloc[chosen, nz] - state.nodes.used[chosen, nz]
-                room = max(0, int((free // vec[nz]).min()) - 1)
-            trial.add(chosen, vec)
-            placements.append((pod, chosen))
-            last = chosen  # its score only grew: no rescoring needed while it fits
+        if needs_devices:
+            failed = _place_run_devices(state, g, pods[i:run_end], rows, cols, vec, trial, placements)
+        else:
+            failed = _place_run(state, pods[i:run_end], rows, cols, vec, trial, placements)
+        if failed is not None and explain and failure is None:
+            failure = explain_pod(state, g, failed, allowed, trial)
         i = run_end
     return placements, failure
+
+
+def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, cols: np.ndarray, vec: np.ndarray,
+               trial: Trial, placements: list[tuple[int, int]]) -> int | None:
+    """Place identical pods that need no devices; returns the first pod that fits nowhere.
+
+    Only the rows chosen here change during the run, and a chosen row keeps every pod it
+    can take before the next row is chosen (its score only grows). So the rows are
+    ranked once, by float score then node name, and walked in that order; a band of
+    near-equal floats is settled exactly (`_pick`) unless its rows are identical.
+    """
+    nodes = state.nodes
+    scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
+    rank = nodes.rank()
+    order = np.lexsort((rank[rows], -scores))
+    rows, scores = rows[order], scores[order]
+    neg = -scores
+    nz = np.flatnonzero(vec)
+    p = -1  # position in `rows` of the row in use
+    room = 0  # further pods it takes
+    checked = 0  # rows[p:checked] form a band already known to be identical
+    for pod in run:
+        if room <= 0:
+            p += 1
+            if p >= len(rows):
+                return pod
+            if p + 1 < len(rows) and p >= checked:
+                top = scores[p]
+                q = int(np.searchsorted(neg, -(top - _EPS * max(1.0, abs(top))), side="right"))
+                if q - p > 1:
+                    band = rows[p:q]
+                    keys = np.concatenate([nodes.used[band][:, cols], nodes.alloc[band][:, cols]], axis=1)
+                    if (keys == keys[0]).all():
+                        checked = q  # identical rows: already in name order
+                    else:
+                        best = _pick(state, band, scores[p:q], cols, vec)
+                        j = p + int(np.flatnonzero(band == best)[0])
+                        # move the winner to p; the rest keep their (sorted) order
+                        rows[p + 1:j + 1], rows[p] = rows[p:j].copy(), best
+                        scores[p + 1:j + 1], scores[p] = scores[p:j].copy(), scores[j]
+                        neg = -scores
+            chosen = int(rows[p])
+            free = nodes.alloc[chosen, nz] - nodes.used[chosen, nz]
+            room = int((free // vec[nz]).min())
+            if room <= 0:  # cannot happen: rows were filtered by fit; kept for safety
+                continue
+        room -= 1
+        trial.add(int(rows[p]), vec)
+        placements.append((pod, int(rows[p])))
+    return None
+
+
+def _place_run_devices(state: ClusterState, g: Group, run: list[int], rows: np.ndarray, cols: np.ndarray,
+                       vec: np.ndarray, trial: Trial, placements: list[tuple[int, int]]) -> int | None:
+    """Place identical pods with device claims: each row is also checked against the devices."""
+    shared_seen = trial.ledger.shared_made
+    if len(rows):
+        rows = rows[trial.ledger.viable(g, run[0], rows)]  # enough free devices, shared claims in reach
+    scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
+    last = -1
+    for pod in run:
+        if last >= 0 and _row_fits(state, last, vec) and trial.ledger.try_pod(g, pod, last):
+            chosen = last
+        else:
+            chosen = -1
+            if last >= 0:
+                # drop the filled row, rescore nothing else: only `last` changed
+                keep = rows != last
+                rows, scores = rows[keep], scores[keep]
+            while len(rows):
+                cand = _pick(state, rows, scores, cols, vec)
+                if not _row_fits(state, cand, vec) or not trial.ledger.try_pod(g, pod, cand):
+                    keep = rows != cand
+                    if trial.ledger.shared_made != shared_seen:  # a shared claim now pins the reach
+                        keep &= trial.ledger.viable(g, pod, rows)
+                        shared_seen = trial.ledger.shared_made
+                    rows, scores = rows[keep], scores[keep]
+                    continue
+                chosen = cand
+                break
+        if chosen < 0:
+            return pod
+        trial.add(chosen, vec)
+        placements.append((pod, chosen))
+        last = chosen  # its score only grew: no rescoring needed while it fits
+    return None
 
 
 def explain_pod(state: ClusterState, g: Group, pod: int, allowed: np.ndarray | None,
@@ -275,7 +319,7 @@ def _domain_score(state: ClusterState, g: Group, in_domain: np.ndarray,
     total = Fraction(0)
     for r, add in requested.items():
         col = nodes.resources[r]
-        alloc = int(nodes.alloc[rows, col].sum()) if nodes.declared[rows, col].any() else 0
+        alloc = int(nodes.alloc[rows, col][nodes.declared[rows, col]].sum())  # declared only (pods may be unlimited)
         if alloc > 0:
             total += Fraction(int(nodes.used[rows, col].sum()) + add, alloc)
     return total / len(requested)
@@ -286,64 +330,64 @@ def _argmax_first(k: Any, candidates: list[int]) -> int:
     return min(candidates, key=lambda d: (-int(k[d]), d))
 
 
-def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, ids: np.ndarray,
-                     values: list[str], candidates: list[int],
-                     restrict: np.ndarray | None) -> tuple[int | None, Any] | None:
+def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, layout: Any,
+                     candidates: list[int], restrict: np.ndarray | None) -> tuple[int | None, Any] | None:
     """Domain choice without simulating each domain, for pods of one shape and no claims.
 
     Identical pods placed one by one fill a domain to exactly min(count, sum over its
     rows of how many fit there), so the gang rule and the domain score follow from
-    per-domain sums. Returns (chosen domain or None, per-domain counts), or None when
-    the group is not uniform (the caller simulates every domain).
+    per-domain sums (one reduceat over the rows in domain order). Returns (chosen domain
+    or None, per-domain counts), or None when the group is not uniform (the caller
+    simulates every domain).
     """
     if g.class_key is None or len(candidates) <= 1:
         return None
-    shapes = {g.spec.pod_shapes[p] for p in pods}
-    if len(shapes) != 1:
+    shape = g.spec.pod_shapes[pods[0]]
+    if any(g.spec.pod_shapes[p] != shape for p in pods):
         return None
-    shape = shapes.pop()
     nodes = state.nodes
-    n = nodes.count
     vec = state.shape_vector(g.workload, shape)
     cols = np.flatnonzero(vec)
-    mask = base_mask(state, g, shape) & (ids >= 0)
+    order, starts = layout.order, layout.starts
+    if not len(order):
+        return None, np.zeros(0, dtype=np.int64)
+    used = nodes.used[order]
+    free = nodes.alloc[order][:, cols] - used[:, cols]
+    fit = np.min(free // vec[cols], axis=1)
+    np.clip(fit, 0, len(pods), out=fit)
+    eligible = base_mask(state, g, shape)[order]
     if restrict is not None:
-        mask &= restrict
-    rows = np.flatnonzero(mask)
-    free = nodes.alloc[rows][:, cols] - nodes.used[rows][:, cols]
-    fit = np.clip(np.min(free // vec[cols], axis=1), 0, len(pods))
-    cap = np.bincount(ids[rows], weights=fit, minlength=len(values))
-    k = np.minimum(cap, len(pods)).astype(np.int64)
+        eligible &= restrict[order]
+    fit[~eligible] = 0
+    k = np.minimum(np.add.reduceat(fit, starts), len(pods))
     feasible = [d for d in candidates if k[d] >= need and k[d] > 0]
-    if not feasible:
-        return None, k
-    if len(feasible) == 1:
-        return feasible[0], k
+    if len(feasible) <= 1:
+        return (feasible[0] if feasible else None), k
     # domain score: mean over requested resources of (used + k * request) / allocatable, domain sums
     requests = g.workload.spec.shapes[shape].requests
     if not requests:
         return feasible[0], k
-    live = np.flatnonzero(ids[:n] >= 0)
-    dom = ids[live]
+    key = g.spec.topology_key
+    assert key is not None
     rcols = [nodes.resources[r] for r, _ in requests]
-    fl = np.zeros(len(values))
-    for col, (_, q) in zip(rcols, requests):
-        a = nodes.domain_alloc_sums(g.spec.topology_key, col)  # type: ignore[arg-type]
-        u = np.bincount(dom, weights=nodes.used[live, col], minlength=len(values))
-        fl += np.where(a > 0, (u + k * q) / np.where(a > 0, a, 1), 0.0)
-    fscores = fl[feasible]
-    top = fscores.max()
-    band = [d for d, f in zip(feasible, fscores) if f >= top - _EPS * max(1.0, abs(top))]
+    usums = np.add.reduceat(used[:, rcols], starts)  # exact integers, per domain and resource
+    asums = [nodes.domain_alloc_sums(key, col) for col in rcols]
+    fidx = np.array(feasible)
+    fl = np.zeros(len(feasible))
+    for j, (col, (_, q)) in enumerate(zip(rcols, requests)):
+        a = asums[j][fidx]
+        fl += np.where(a > 0, (usums[fidx, j] + k[fidx] * q) / np.where(a > 0, a, 1), 0.0)
+    top = fl.max()
+    band = [d for d, f in zip(feasible, fl) if f >= top - _EPS * max(1.0, abs(top))]
     if len(band) == 1:
         return band[0], k
 
     def exact(d: int) -> Fraction:
-        members = live[dom == d]
         total = Fraction(0)
-        for col, (_, q) in zip(rcols, requests):
-            a = int(nodes.alloc[members, col].sum())
+        for j, (_, q) in enumerate(requests):
+            a = int(asums[j][d])
             if a > 0:
-                total += Fraction(int(nodes.used[members, col].sum()) + int(k[d]) * q, a)
+                total += Fraction(int(usums[d, j]) + int(k[d]) * q, a)
         return total
 
     return max(band, key=lambda d: (exact(d), -d)), k
@@ -369,14 +413,15 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
             trial.rollback()
         return result
 
-    ids, values = state.nodes.domains(key)
-    ids = ids[:n]
+    layout = state.nodes.layout(key)
+    ids, values = layout.ids, layout.values
     if g.domain is not None:
         candidates = [values.index(g.domain)] if g.domain in values else []
+    elif restrict is None:
+        candidates = list(range(len(values)))  # every value has a live node
     else:
-        present = np.unique(ids[(ids >= 0) & (restrict if restrict is not None else True)])
-        candidates = [int(d) for d in present]
-    fast = _uniform_domains(state, g, pods, need, ids, values, candidates, restrict)
+        candidates = [int(d) for d in np.unique(ids[(ids >= 0) & restrict])]
+    fast = _uniform_domains(state, g, pods, need, layout, candidates, restrict)
     if fast is not None:
         chosen_d, k = fast
         if chosen_d is None:
