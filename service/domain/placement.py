@@ -12,6 +12,7 @@ node name (its rank), and for topology to the smaller label value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -108,6 +109,32 @@ def _pick(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.nd
     return int(winners[np.argmin(rank[winners])])
 
 
+def _exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """The permutation of a band of near-equal float scores that puts it best first:
+    exact score, then node name.
+
+    Identical rows need none (they are in name order already: equal floats, then
+    name). On equal allocatable the exact scores are integers over the least common
+    multiple of the allocatables; otherwise Fractions.
+    """
+    nodes = state.nodes
+    used = nodes.used[band][:, cols] + vec[cols]
+    alloc = nodes.alloc[band][:, cols]
+    rank = nodes.rank()[band]
+    if (used == used[0]).all() and (alloc == alloc[0]).all():
+        return np.argsort(rank, kind="stable")
+    if (alloc == alloc[0]).all():
+        a = [int(x) for x in alloc[0]]
+        positive = [x for x in a if x > 0]
+        lcm = math.lcm(*positive) if positive else 1
+        if lcm * len(a) < 2**62 and (used <= alloc).all():
+            weights = np.array([lcm // x if x > 0 else 0 for x in a], dtype=np.int64)
+            exact = used @ weights  # the score times lcm, exactly
+            return np.lexsort((rank, -exact))
+    exact_f = [_exact(u, al) for u, al in zip(used, alloc)]
+    return np.array(sorted(range(len(band)), key=lambda i: (-exact_f[i], rank[i])), dtype=np.int64)
+
+
 def _fits(state: ClusterState, rows: np.ndarray, vec: np.ndarray) -> np.ndarray:
     cols = np.flatnonzero(vec)
     nodes = state.nodes
@@ -178,32 +205,26 @@ def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, cols: np.n
     scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
     rank = nodes.rank()
     order = np.lexsort((rank[rows], -scores))
-    rows, scores = rows[order], scores[order]
-    neg = -scores
+    rows, scores = rows[order], scores[order]  # scores stay aligned with rows
+    neg = -scores  # ascending, never reordered: counts the rows above a threshold
     nz = np.flatnonzero(vec)
-    p = -1  # position in `rows` of the row in use
+    p = -1  # position in `rows` of the row in use; rows[:p] are used up
     room = 0  # further pods it takes
-    checked = 0  # rows[p:checked] form a band already known to be identical
+    settled = 0  # rows[p:settled] are in exact order, and the rows after them score lower
     for pod in run:
         if room <= 0:
             p += 1
             if p >= len(rows):
                 return pod
-            if p + 1 < len(rows) and p >= checked:
-                top = scores[p]
+            if p + 1 < len(rows) and p + 1 >= settled:
+                # the band: rows within float noise of the best remaining float score; the
+                # used-up rows all score above it, so they are the first p counted by neg
+                top = scores[p:max(settled, p + 1)].max()
                 q = int(np.searchsorted(neg, -(top - _EPS * max(1.0, abs(top))), side="right"))
-                if q - p > 1:
-                    band = rows[p:q]
-                    keys = np.concatenate([nodes.used[band][:, cols], nodes.alloc[band][:, cols]], axis=1)
-                    if (keys == keys[0]).all():
-                        checked = q  # identical rows: already in name order
-                    else:
-                        best = _pick(state, band, scores[p:q], cols, vec)
-                        j = p + int(np.flatnonzero(band == best)[0])
-                        # move the winner to p; the rest keep their (sorted) order
-                        rows[p + 1:j + 1], rows[p] = rows[p:j].copy(), best
-                        scores[p + 1:j + 1], scores[p] = scores[p:j].copy(), scores[j]
-                        neg = -scores
+                if q > settled and q - p > 1:
+                    perm = _exact_order(state, rows[p:q], cols, vec)
+                    rows[p:q], scores[p:q] = rows[p:q][perm], scores[p:q][perm]
+                settled = max(settled, q)
             chosen = int(rows[p])
             free = nodes.alloc[chosen, nz] - nodes.used[chosen, nz]
             room = int((free // vec[nz]).min())
