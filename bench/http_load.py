@@ -52,6 +52,7 @@ import httpx  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import rawhttp  # noqa: E402
 from service.store.migrate import upgrade  # noqa: E402
 from service.store.testing import temporary_postgres_database  # noqa: E402
 
@@ -154,15 +155,17 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
             result["nodes"] = {"count": RACKS * PER_RACK, "s": round(dt, 2), "per_s": round(RACKS * PER_RACK / dt)}
 
             retries = 0
+            host, port_ = "127.0.0.1", port
 
-            async def send(method: Any, path: str, **kw: Any) -> httpx.Response:
+            async def send(conn: rawhttp.Connection, method: str, path: str, body: Any = None,
+                           key: str | None = None) -> tuple[int, bytes]:
                 """One keyed request; a connection lost before the answer is retried with the
                 same key (what the key is for), and counted."""
                 nonlocal retries
                 for attempt in range(5):
                     try:
-                        return await method(path, **kw)
-                    except httpx.TransportError:
+                        return await conn.request(method, path, body, {"Idempotency-Key": key} if key else None)
+                    except ConnectionError:
                         if attempt == 4:
                             raise
                         retries += 1
@@ -182,28 +185,30 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
 
                 async def worker(_: int) -> None:
                     nonlocal preemptions
+                    conn = rawhttp.Connection(host, port_)
                     while queue:
                         body = queue.popleft()
                         t = time.perf_counter()
-                        r = await send(client.post, f"{api}/namespaces/bench/workloads", json=body,
-                                       headers={"Idempotency-Key": f"submit-{body['name']}"})
+                        status, data = await send(conn, "POST", f"{api}/namespaces/bench/workloads", body,
+                                                  f"submit-{body['name']}")
                         took = time.perf_counter() - t
-                        assert r.status_code == 201, r.text
-                        answer = r.json()
+                        assert status == 201, data
                         if timed:
+                            answer = json.loads(data)
                             post_lat.append(took)
-                            statuses[r.status_code] += 1
+                            statuses[status] += 1
                             phases[answer["status"]["phase"]] += 1
                             preemptions += sum(1 for d in answer["decisions"] if d["type"] == "PodGroupPreempted")
                         live.append(body["name"])
                         while len(live) > live_max:
                             old = live.popleft()
                             t = time.perf_counter()
-                            r = await send(client.delete, f"{api}/namespaces/bench/workloads/{old}",
-                                           headers={"Idempotency-Key": f"delete-{old}"})
+                            status, data = await send(conn, "DELETE", f"{api}/namespaces/bench/workloads/{old}",
+                                                      key=f"delete-{old}")
                             if timed:
                                 del_lat.append(time.perf_counter() - t)
-                            assert r.status_code == 200, r.text
+                            assert status == 200, data
+                    conn.close()
                 await run_pool(concurrency, worker)
 
             await submit_all(collections.deque(bodies[:warmup]), timed=False)

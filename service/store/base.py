@@ -170,6 +170,11 @@ class EventStore(Protocol):
 
     async def get_idempotency(self, key: str) -> IdempotencyRecord | None: ...
 
+    async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
+                                   ) -> tuple[int, dict[str, IdempotencyRecord]]:
+        """The cluster's last position and the stored records of these keys, read together
+        (on PostgreSQL one statement, so one snapshot): a command batch's one read."""
+
     async def verify(self, cluster: str, until: int | None = None) -> VerifyResult: ...
 
     async def save_snapshot(self, snapshot: Snapshot) -> None: ...

@@ -240,6 +240,11 @@ PG_APPEND_CREATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_CREATE))
 
 _PG_HEAD = "SELECT last_position, head_hash FROM clusters WHERE name = $1"
 _PG_IDEMPOTENCY = "SELECT key, fingerprint, status, body, cluster, position FROM idempotency WHERE key = $1"
+# one row per stored key, or one row of NULLs; every row carries the cluster's last position
+_PG_HEAD_AND_IDEMPOTENCY = (
+    "SELECT (SELECT last_position FROM clusters WHERE name = $1), i.key, i.fingerprint, i.status, i.body,"
+    " i.cluster, i.position FROM (SELECT 1) AS one"
+    " LEFT JOIN idempotency AS i ON i.key = ANY($2::text[])")
 _PG_READ_DATA = ("SELECT position, type, schema_version, data, hash FROM events"
                  " WHERE cluster = $1 AND position > $2 AND position <= $4 ORDER BY position LIMIT $3")
 _PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
@@ -321,6 +326,11 @@ def _finishes_when_cancelled(method: _F) -> _F:
                 await asyncio.wait([task])
             raise
     return wrapper  # type: ignore[return-value]
+
+
+def _idempotency_record(row: Any) -> IdempotencyRecord:
+    return IdempotencyRecord(key=row[0], fingerprint=row[1], status=int(row[2]), body=json.loads(row[3]),
+                             cluster=row[4], position=None if row[5] is None else int(row[5]))
 
 
 def _convert(rows: Sequence[Any]) -> list[StoredEvent]:
@@ -722,6 +732,28 @@ class SqlEventStore:
         return [(name, int(last)) for name, last in rows]
 
     @_translating
+    async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
+                                   ) -> tuple[int, dict[str, IdempotencyRecord]]:
+        keys = list(dict.fromkeys(keys))
+        if not self._is_sqlite:
+            rows = await self._pg("fetch", _PG_HEAD_AND_IDEMPOTENCY, cluster, keys)
+            last = rows[0][0] if rows else None
+            records = [r[1:] for r in rows if r[1] is not None]
+        else:
+            async with self._reader.connect() as conn:
+                head = (await conn.execute(sa.select(t_clusters.c.last_position)
+                                           .where(t_clusters.c.name == cluster))).first()
+                last = None if head is None else head[0]
+                records = []
+                for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+                    records += (await conn.execute(
+                        sa.select(t_idem.c.key, t_idem.c.fingerprint, t_idem.c.status, t_idem.c.body,
+                                  t_idem.c.cluster, t_idem.c.position)
+                        .where(t_idem.c.key.in_(keys[start:start + 500])))).all()
+        found = {r[0]: _idempotency_record(r) for r in records}
+        return (0 if last is None else int(last)), found
+
+    @_translating
     async def get_idempotency(self, key: str) -> IdempotencyRecord | None:
         if not self._is_sqlite:
             row = await self._pg("fetchrow", _PG_IDEMPOTENCY, key)
@@ -730,10 +762,7 @@ class SqlEventStore:
                 row = (await conn.execute(
                     sa.select(t_idem.c.key, t_idem.c.fingerprint, t_idem.c.status, t_idem.c.body,
                               t_idem.c.cluster, t_idem.c.position).where(t_idem.c.key == key))).first()
-        if row is None:
-            return None
-        return IdempotencyRecord(key=row[0], fingerprint=row[1], status=int(row[2]), body=json.loads(row[3]),
-                                 cluster=row[4], position=None if row[5] is None else int(row[5]))
+        return None if row is None else _idempotency_record(row)
 
     # ------------------------------------------------------------------ audit
 

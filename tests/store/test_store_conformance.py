@@ -210,6 +210,22 @@ async def test_idempotency_record_round_trip(store: SqlEventStore) -> None:
     assert await store.get_idempotency("key-2") == bare
 
 
+async def test_head_and_idempotency_reads_both_together(store: SqlEventStore) -> None:
+    assert await store.head_and_idempotency("prod", []) == (0, {})
+    assert await store.head_and_idempotency("prod", ["nope"]) == (0, {})
+    one = IdempotencyRecord("k-1", "f" * 64, 201, {"n": 1}, "prod", 1)
+    two = IdempotencyRecord("k-2", "g" * 64, 200, {"n": 2}, "prod", 3)
+    await store.append("prod", 0, [ev(1), ev(2)], idempotency=[one])
+    await store.append("prod", 2, [ev(3)], idempotency=[two])
+    await store.record_without_events(idempotency=[IdempotencyRecord("k-3", "h" * 64, 409, {})])
+    last, found = await store.head_and_idempotency("prod", ["k-2", "missing", "k-1", "k-1"])
+    assert last == 3
+    assert found == {"k-1": one, "k-2": two}
+    # keys are one space across clusters: a key stored without a cluster is found too
+    assert (await store.head_and_idempotency("other", ["k-3"]))[1]["k-3"].status == 409
+    assert (await store.head_and_idempotency("other", ["k-3"]))[0] == 0
+
+
 async def test_a_taken_idempotency_key_raises_and_writes_nothing(store: SqlEventStore) -> None:
     await store.append("prod", 0, [ev(1)], idempotency=[IdempotencyRecord("k", "f1", 201, {"a": 1}, "prod", 1)])
     before = await counts(store)
