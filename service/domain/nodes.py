@@ -28,6 +28,19 @@ class DomainLayout:
         self.order = order  # live labelled rows, grouped by domain (every domain has one at least)
         self.starts = starts  # where each domain's rows begin in `order`
         self.alloc_sums: dict[int, np.ndarray] = {}
+        self._alloc_cols: dict[int, np.ndarray] = {}
+
+    def alloc_column(self, alloc: np.ndarray, col: int) -> np.ndarray:
+        """Allocatable of one resource for the rows in `order` (cached: it changes only with
+        an upsert, which drops the layout)."""
+        hit = self._alloc_cols.get(col)
+        if hit is None:
+            hit = self._alloc_cols[col] = alloc[self.order, col].copy()
+        return hit
+
+    def alloc_max(self, alloc: np.ndarray, col: int) -> int:
+        column = self.alloc_column(alloc, col)
+        return int(column.max()) if len(column) else 0
 
     def rows_of(self, d: int) -> np.ndarray:
         end = self.starts[d + 1] if d + 1 < len(self.starts) else len(self.order)

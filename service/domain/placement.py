@@ -351,6 +351,35 @@ def _argmax_first(k: Any, candidates: list[int]) -> int:
     return min(candidates, key=lambda d: (-int(k[d]), d))
 
 
+_FLOAT_EXACT = 2**53  # integers below it divide exactly enough in float64 (floor of the quotient)
+
+
+def _fit_counts(layout: Any, used: np.ndarray, alloc: np.ndarray, cols: np.ndarray, vec: np.ndarray,
+                most: int) -> np.ndarray:
+    """How many pods of request `vec` fit on each row of `layout.order`, capped at `most`.
+
+    Column by column in float64, which is ~3x faster than integer floor division and
+    exact here: for a, b < 2**53, floor(fl(a / b)) == a // b; a free amount at or above
+    2**53 (the unlimited `pods`) only matters when the quotient could be small, i.e.
+    when b is huge, and such a column is divided in integers.
+    """
+    fit: np.ndarray | None = None
+    for c in cols:
+        v = int(vec[c])
+        free = layout.alloc_column(alloc, c) - used[:, c]
+        if v <= _FLOAT_EXACT // (most + 1):
+            if v != 1:
+                free = free / v
+        elif layout.alloc_max(alloc, c) < _FLOAT_EXACT:
+            free = free / v
+        else:
+            free = free // v
+        fit = free.astype(np.float64) if fit is None else np.minimum(fit, free, out=fit)
+    assert fit is not None
+    np.clip(fit, 0, most, out=fit)
+    return fit.astype(np.int64)
+
+
 def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, layout: Any,
                      candidates: list[int], restrict: np.ndarray | None) -> tuple[int | None, Any] | None:
     """Domain choice without simulating each domain, for pods of one shape and no claims.
@@ -372,16 +401,18 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     order, starts = layout.order, layout.starts
     if not len(order):
         return None, np.zeros(0, dtype=np.int64)
-    used = nodes.used[order]
-    free = nodes.alloc[order][:, cols] - used[:, cols]
-    fit = np.min(free // vec[cols], axis=1)
-    np.clip(fit, 0, len(pods), out=fit)
+    used = np.take(nodes.used, order, axis=0)
+    fit = _fit_counts(layout, used, nodes.alloc, cols, vec, len(pods))
     eligible = base_mask(state, g, shape)[order]
     if restrict is not None:
         eligible &= restrict[order]
     fit[~eligible] = 0
     k = np.minimum(np.add.reduceat(fit, starts), len(pods))
-    feasible = [d for d in candidates if k[d] >= need and k[d] > 0]
+    ok = (k >= need) & (k > 0)
+    if len(candidates) == len(k):  # every domain (candidates are sorted and distinct)
+        feasible = np.flatnonzero(ok).tolist()
+    else:
+        feasible = [d for d in candidates if ok[d]]
     if len(feasible) <= 1:
         return (feasible[0] if feasible else None), k
     # domain score: mean over requested resources of (used + k * request) / allocatable, domain sums
