@@ -245,12 +245,18 @@ _PG_HEAD_AND_IDEMPOTENCY = (
     "SELECT (SELECT last_position FROM clusters WHERE name = $1), i.key, i.fingerprint, i.status, i.body,"
     " i.cluster, i.position FROM (SELECT 1) AS one"
     " LEFT JOIN idempotency AS i ON i.key = ANY($2::text[])")
+# Positions are gapless per cluster, so `limit` events after `after` are at most positions
+# after+1 .. after+limit: the reads bound the range too, so that the plan never depends on the
+# table's statistics (without them, e.g. right after a bulk load, PostgreSQL bitmap-scans every
+# event after `after` and sorts them for each chunk: a long replay became quadratic).
+_PG_RANGE = " position > $2 AND position <= LEAST($4, COALESCE($2 + $3, $4))"
 _PG_READ_DATA = ("SELECT position, type, schema_version, data, hash FROM events"
-                 " WHERE cluster = $1 AND position > $2 AND position <= $4 ORDER BY position LIMIT $3")
+                 " WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
 _PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
-            " FROM events WHERE cluster = $1 AND position > $2 ORDER BY position LIMIT $3")
+            " FROM events WHERE cluster = $1 AND" + _PG_RANGE.replace("$4", "9223372036854775807")
+            + " ORDER BY position LIMIT $3")
 _PG_READ_UNTIL = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
-                  " FROM events WHERE cluster = $1 AND position > $2 AND position <= $4 ORDER BY position LIMIT $3")
+                  " FROM events WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
 
 _HEAD_CACHE_MAX = 10_000
 _MAX_POSITION = 2**63 - 1
@@ -690,9 +696,11 @@ class SqlEventStore:
 
     @_translating
     async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
-                        until: int | None = None) -> list[tuple[int, str, int, Any]]:
+                        until: int | None = None, *, decode: bool = True) -> list[tuple[int, str, int, Any]]:
         """(position, type, schemaVersion, data) of the events read() gives: what folding
-        needs, without the metadata and hashes (half the rows' bytes and JSON to decode)."""
+        needs, without the metadata and hashes (half the rows' bytes and JSON to decode).
+        decode=False: data is the stored canonical JSON text, for a reader that decodes only
+        what it needs (service.domain.replay)."""
         if limit is not None and limit <= 0:
             return []
         if not self._is_sqlite:
@@ -711,6 +719,8 @@ class SqlEventStore:
                 rows = (await conn.execute(stmt)).all()
         if rows:  # as read() does: the next append after a catch-up needs no head lookup
             self._remember_head(cluster, rows[-1][0], rows[-1][4])
+        if not decode:
+            return [(r[0], r[1], r[2], r[3]) for r in rows]
         paused = len(rows) >= 256 and gc.isenabled()  # as in _convert
         if paused:
             gc.disable()
