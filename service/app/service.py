@@ -9,7 +9,9 @@ first) drops the cached state, reloads and retries, so a stream never forks.
 from __future__ import annotations
 
 import asyncio
+import collections
 import copy
+import functools
 import gc
 import pickle
 import zlib
@@ -25,6 +27,7 @@ from service.app.commands import Command, Origin, Outcome
 from service.domain import ClusterState, Event, Rejection, accept, evolve, handle, rejection_event
 from service.domain import events as ev
 from service.domain import views
+from service.domain.replay import Replay, ReplayError
 from service.domain.upcasting import upcast
 from service.store.base import (
     ConcurrencyConflict, ConsumedOffset, DeadLetter, EventStore, IdempotencyKeyTaken,
@@ -38,6 +41,8 @@ SNAPSHOT_DEFER = 5  # under load, a snapshot waits for a pause up to this many i
 MAX_RETRIES = 20
 log = structlog.get_logger("gangplank.app")
 CATCH_UP_BATCH = 5000  # events per read when folding
+REPLAY_SLICE = 500  # rows folded between event loop turns while a read is in flight
+REPLAY_AHEAD = 3  # batches a rebuild reads ahead of the one it folds (workloads deleted within are cheap)
 GROUP_COMMIT_MAX = 64  # commands decided and committed in one transaction at most
 
 
@@ -107,31 +112,49 @@ class Gangplank:
 
         light: start from a snapshot without finished workloads when it is nearer (for views
         that only list active workloads); the result then lacks finished workloads before it."""
-        state = ClusterState(cluster)
         snap = await self.store.latest_snapshot(cluster, SNAPSHOT_VERSION, at_or_before=until)
         if light:
             lite = await self.store.latest_snapshot(cluster, LIGHT_SNAPSHOT_VERSION, at_or_before=until)
             if lite is not None and (snap is None or lite.position >= snap.position):
                 snap = lite
-        if snap is not None:
-            try:
-                state = pickle.loads(zlib.decompress(snap.blob))
-            except Exception:  # a stale or damaged cache: rebuild from events
-                state = ClusterState(cluster)
-        await self._catch_up(state, until)
+
+        def start() -> ClusterState:
+            if snap is not None:
+                try:
+                    return pickle.loads(zlib.decompress(snap.blob))
+                except Exception:  # a stale or damaged cache: rebuild from events
+                    pass
+            return ClusterState(cluster)
+
+        state = start()
+        try:
+            await self._catch_up(state, until, fast=True)
+        except ReplayError as exc:  # a stream the fast fold cannot mirror: fold every event
+            log.warning("rebuild.fast_replay_refused", cluster=cluster, error=str(exc))
+            state = start()
+            await self._catch_up(state, until)
         return state
 
-    async def _catch_up(self, state: ClusterState, until: int | None = None) -> None:
+    async def _catch_up(self, state: ClusterState, until: int | None = None, *, fast: bool = False) -> None:
         """Fold the events after state.position (up to `until`). Long catch-ups (a rebuild)
         read the next batch while folding this one, and fold with the cyclic GC paused: the
         fold allocates much and frees little, so collections would rescan the growing state
-        again and again (they cost as much as the fold itself on a large cluster)."""
-        batch = await self.store.read_data(state.cluster, after=state.position, limit=CATCH_UP_BATCH, until=until)
+        again and again (they cost as much as the fold itself on a large cluster).
+
+        fast: fold a long catch-up with `replay.Replay` (the same state, without the work
+        that cancels out for workloads submitted and deleted within it), announcing
+        REPLAY_AHEAD batches before folding each; it raises ReplayError, state half folded,
+        on a stream it cannot mirror (the caller starts over without `fast`)."""
+        if fast:
+            await self._replay_long(state, until)
+            return
+        read = self.store.read_data
+        batch = await read(state.cluster, after=state.position, limit=CATCH_UP_BATCH, until=until)
         while batch:
             following = None
             if len(batch) == CATCH_UP_BATCH and (until is None or batch[-1][0] < until):
-                following = asyncio.ensure_future(self.store.read_data(
-                    state.cluster, after=batch[-1][0], limit=CATCH_UP_BATCH, until=until))
+                following = asyncio.ensure_future(read(state.cluster, after=batch[-1][0], limit=CATCH_UP_BATCH,
+                                                       until=until))
             paused = len(batch) >= 256 and gc.isenabled()
             if paused:
                 gc.disable()
@@ -146,6 +169,54 @@ class Gangplank:
                 if paused:
                     gc.enable()
             batch = await following if following is not None else []
+
+    async def _replay_long(self, state: ClusterState, until: int | None,
+                           observe: Callable[[list[Any]], None] | None = None) -> None:
+        """_catch_up's fast fold: batches are announced (Replay.ahead) REPLAY_AHEAD batches
+        before they are folded, and the next read runs while a batch is folded. `observe`
+        sees each batch of rows once folded (the CLI counts and shows progress)."""
+        read = functools.partial(self.store.read_data, decode=False)  # Replay decodes what it needs
+        replay = Replay(state)
+        pending: collections.deque[list[Any]] = collections.deque()
+        after = state.position
+        more = until is None or after < until
+        following: asyncio.Future[list[Any]] | None = None
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            while True:
+                while more and len(pending) <= REPLAY_AHEAD:  # the batch to fold and those ahead
+                    got = await (following or read(state.cluster, after=after, limit=CATCH_UP_BATCH,
+                                                   until=until))
+                    following = None
+                    if got:
+                        pending.append(got)
+                        replay.ahead(got)
+                        after = got[-1][0]
+                    more = len(got) == CATCH_UP_BATCH and (until is None or after < until)
+                if not pending:
+                    break
+                if more:  # read the next batch while folding this one
+                    following = asyncio.ensure_future(read(state.cluster, after=after, limit=CATCH_UP_BATCH,
+                                                           until=until))
+                batch = pending.popleft()
+                if following is None:
+                    replay.fold(batch)
+                else:  # give the event loop a turn now and then: the read streams in meanwhile
+                    for start in range(0, len(batch), REPLAY_SLICE):
+                        replay.fold(batch[start:start + REPLAY_SLICE])
+                        await asyncio.sleep(0)
+                if observe is not None:
+                    observe(batch)
+            replay.finish()
+        except BaseException:
+            if following is not None:
+                following.cancel()
+            raise
+        finally:
+            if paused:
+                gc.enable()
 
     async def _fresh(self, cluster: str) -> _Cluster:
         """The cached state, caught up with what other writers appended, holding committed

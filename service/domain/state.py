@@ -101,8 +101,10 @@ class Workload:
         if finished is None or name not in ("spec", "groups", "body"):
             raise AttributeError(name)
         body, extras, namespace, wl_name, priority, policy = finished
-        if isinstance(body, str):  # restored from a snapshot
-            body, extras = json.loads(body), json.loads(extras)
+        if isinstance(body, str):  # restored from a snapshot, or replayed (replay.py)
+            body = json.loads(body)
+        if isinstance(extras, str):  # restored from a snapshot
+            extras = json.loads(extras)
         spec = workload_from_submission({"namespace": namespace, "name": wl_name, "priority": priority,
                                          "preemptionPolicy": policy, "spec": body})
         self.__dict__.update(spec=spec, body=body)
@@ -123,6 +125,7 @@ class Workload:
             body, extras = finished[0], finished[1]
             if not isinstance(body, str):
                 body = json.dumps(body, separators=(",", ":"))
+            if not isinstance(extras, str):
                 extras = json.dumps(extras, separators=(",", ":"))
             out = {k: v for k, v in self.__dict__.items() if k not in ("spec", "groups", "body")}
             out["_finished"] = (body, extras, *finished[2:])
@@ -243,10 +246,13 @@ class ClusterState:
             del self.running[g.running_key]
 
     def _moved(self, g: Group) -> None:
+        self._journal(g.running_key)
+
+    def _journal(self, running_key: tuple[int, int, int]) -> None:
         moves = self.__dict__.get("moves")
         if moves is None:  # a state pickled before the journal existed
             moves = self.moves = []
-        moves.append(g.running_key)
+        moves.append(running_key)
         if len(moves) > 4096:
             del moves[:2048]
             self.moves_dropped += 2048
