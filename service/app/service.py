@@ -297,10 +297,13 @@ class Gangplank:
     async def execute_batch(self, cluster: str, items: Sequence[BatchItem], *,
                             offsets: Sequence[ConsumedOffset] = (),
                             record_rejections: bool = True,
+                            answers: bool = True,
                             key_conflict: Callable[[int, IdempotencyRecord], DeadLetter] | None = None,
                             ) -> list[Outcome]:
         """Decide several commands for one cluster and commit them in one transaction.
 
+        answers: build each answer's view (HTTP); without, an accepted command's answer, kept
+        with its idempotency key, is only {"position", "decisions"} (Kafka: nobody reads it).
         record_rejections: state rejections become CommandRejected events (Kafka);
         otherwise they are answered and nothing is recorded (HTTP).
         key_conflict: when given, an item whose idempotency key is already stored with a
@@ -309,7 +312,8 @@ class Gangplank:
         """
         for attempt in range(MAX_RETRIES):
             try:
-                return await self._execute_once(cluster, items, offsets, record_rejections, key_conflict)
+                return await self._execute_once(cluster, items, offsets, record_rejections, key_conflict,
+                                                answers)
             except ConcurrencyConflict:
                 self._drop(cluster)
                 await asyncio.sleep(min(0.001 * (2 ** attempt), 0.2))
@@ -320,7 +324,7 @@ class Gangplank:
     async def _execute_once(self, cluster: str, items: Sequence[BatchItem],
                             offsets: Sequence[ConsumedOffset], record_rejections: bool,
                             key_conflict: Callable[[int, IdempotencyRecord], DeadLetter] | None = None,
-                            ) -> list[Outcome]:
+                            answers: bool = True) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
         seen_keys: dict[str, int] = {}
         dead_letters: list[DeadLetter] = []
@@ -379,7 +383,8 @@ class Gangplank:
                                                    ev.SCHEMA_VERSIONS[d.type]))
                         metrics.DECISIONS.labels(type=d.type).inc()
                     if outcomes[i] is None:
-                        outcomes[i] = self._answer(state, cmd, inp, decisions)
+                        outcomes[i] = self._answer(state, cmd, inp, decisions) if answers \
+                            else self._short_answer(cmd, inp, decisions)
                     if key is not None:
                         seen_keys[key] = i
                         out = outcomes[i]
@@ -389,7 +394,7 @@ class Gangplank:
                 if new_events or records or offsets or dead_letters:
                     stored = await self.store.append(cluster, expected, new_events, idempotency=records,
                                                      offsets=offsets, dead_letters=dead_letters,
-                                                     outbox_topic=self.outbox_topic) \
+                                                     outbox_topic=self.outbox_topic, echo=False) \
                         if new_events else []
                     if not new_events and (records or offsets or dead_letters):
                         await self.store.record_without_events(idempotency=records, offsets=offsets,
@@ -441,6 +446,12 @@ class Gangplank:
         body["decisions"] = [{"position": d.position, "type": d.type, "data": d.data} for d in decisions]
         status = 201 if cmd.type == "SubmitWorkload" else 200
         return Outcome(status, body, [inp.position] + [d.position for d in decisions])
+
+    @staticmethod
+    def _short_answer(cmd: Command, inp: Event, decisions: list[Event]) -> Outcome:
+        positions = [inp.position] + [d.position for d in decisions]
+        return Outcome(201 if cmd.type == "SubmitWorkload" else 200,
+                       {"position": inp.position, "decisions": positions[1:]}, positions)
 
     @staticmethod
     def _view_for(state: ClusterState, cmd: Command, inp: Event, decisions: list[Event]) -> dict[str, Any]:

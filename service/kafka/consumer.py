@@ -237,7 +237,7 @@ class CommandConsumer:
                                partition=tp.partition, offset=record.offset)
 
         await self.service.execute_batch(run.cluster, [p.item for p in run.parsed], offsets=[offset],
-                                         record_rejections=True, key_conflict=conflict)
+                                         record_rejections=True, key_conflict=conflict, answers=False)
 
     async def _dead(self, tp: TopicPartition, dead: Dead) -> None:
         record = dead.record

@@ -102,7 +102,8 @@ def parse_json(raw: bytes | bytearray | memoryview | str, loc: Sequence[str | in
         raise fail(f"Invalid JSON: {exc}") from None
     except ValueError:  # integers beyond Python's digit limit (4300)
         raise fail("Invalid JSON: a number is too large") from None
-    if _lone_surrogate(value):
+    # text decoded from UTF-8 cannot hold a surrogate: only a \u escape can make one
+    if (isinstance(raw, str) or "\\u" in text) and _lone_surrogate(value):
         raise fail("Invalid JSON: a string holds an unpaired UTF-16 surrogate")
     return value
 

@@ -141,12 +141,14 @@ class EventStore(Protocol):
         offsets: Sequence[ConsumedOffset] = (),
         dead_letters: Sequence[DeadLetter] = (),
         outbox_topic: str | None = None,
+        echo: bool = True,
     ) -> list[StoredEvent]:
         """Append in ONE transaction: the events (positions expected+1..), their hash
         chain, the idempotency records, consumed offsets, dead letters, and (when
         outbox_topic is set) one outbox row per event. Raises ConcurrencyConflict when
         the cluster's last position != expected_position (nothing written), and
-        IdempotencyKeyTaken when a key already exists (nothing written)."""
+        IdempotencyKeyTaken when a key already exists (nothing written). echo=False: the
+        returned events carry data and metadata None (the caller holds them already)."""
 
     async def record_without_events(
         self,

@@ -434,7 +434,7 @@ class SqlEventStore:
 
     @staticmethod
     def _chain(cluster: str, expected: int, prev: str, prepared: list[tuple[str, int, str, str]],
-               recorded_at: str) -> tuple[list[dict[str, Any]], list[StoredEvent]]:
+               recorded_at: str, echo: bool = True) -> tuple[list[dict[str, Any]], list[StoredEvent]]:
         """The event rows (canonical JSON texts) and the StoredEvents they read back as."""
         rows, stored = [], []
         for i, (type_, version, data_json, meta_json) in enumerate(prepared):
@@ -443,8 +443,9 @@ class SqlEventStore:
             rows.append({"cluster": cluster, "position": position, "type": type_, "schema_version": version,
                          "data": data_json, "metadata": meta_json, "recorded_at": recorded_at,
                          "prev_hash": prev, "hash": h})
-            stored.append(StoredEvent(cluster, position, type_, version, loads(data_json),
-                                      loads(meta_json), recorded_at, prev, h))
+            stored.append(StoredEvent(cluster, position, type_, version,
+                                      loads(data_json) if echo else None,
+                                      loads(meta_json) if echo else None, recorded_at, prev, h))
             prev = h
         return rows, stored
 
@@ -472,9 +473,11 @@ class SqlEventStore:
         offsets: Sequence[ConsumedOffset] = (),
         dead_letters: Sequence[DeadLetter] = (),
         outbox_topic: str | None = None,
+        echo: bool = True,
     ) -> list[StoredEvent]:
         """See EventStore.append. The returned events carry data/metadata parsed back from
-        the stored canonical JSON, exactly as read() will return them."""
+        the stored canonical JSON, exactly as read() will return them; with echo=False they
+        carry None instead (a writer that holds the events already skips the parsing)."""
         if expected_position < 0:
             raise ValueError("expected_position must be >= 0")
         # Serialise outside any lock: the canonical texts that are stored and hashed.
@@ -485,17 +488,18 @@ class SqlEventStore:
         dead_rows = self._dead_letter_rows(dead_letters)
         if prepared and not self._is_sqlite:
             raw = await self._append_pg(cluster, expected_position, prepared, idem_rows, offset_rows,
-                                        dead_rows, outbox_topic)
+                                        dead_rows, outbox_topic, echo)
         else:
             raw = await self._append_tx(cluster, expected_position, prepared, idem_rows, offset_rows,
-                                        dead_rows, outbox_topic)
+                                        dead_rows, outbox_topic, echo)
         if raw:
             self._remember_head(cluster, raw[-1].position, raw[-1].hash)
         return raw
 
     async def _append_pg(self, cluster: str, expected: int, prepared: list[tuple[str, int, str, str]],
                          idem_rows: list[dict[str, Any]], offset_rows: list[dict[str, Any]],
-                         dead_rows: list[dict[str, Any]], outbox_topic: str | None) -> list[StoredEvent]:
+                         dead_rows: list[dict[str, Any]], outbox_topic: str | None,
+                         echo: bool = True) -> list[StoredEvent]:
         for _attempt in range(3):
             known = self._heads.get(cluster)
             if known is not None and known[0] == expected:
@@ -507,7 +511,7 @@ class SqlEventStore:
                 if last != expected:
                     raise ConcurrencyConflict(cluster, expected, last)
             recorded_at = utc_now()
-            rows, stored = self._chain(cluster, expected, prev, prepared, recorded_at)
+            rows, stored = self._chain(cluster, expected, prev, prepared, recorded_at, echo)
             outbox_rows = dead_rows + self._outbox_event_rows(rows, outbox_topic)
             params = {
                 "cluster": cluster, "expected": expected, "prev_head": prev, "recorded_at": recorded_at,
@@ -578,7 +582,8 @@ class SqlEventStore:
 
     async def _append_tx(self, cluster: str, expected: int, prepared: list[tuple[str, int, str, str]],
                          idem_rows: list[dict[str, Any]], offset_rows: list[dict[str, Any]],
-                         dead_rows: list[dict[str, Any]], outbox_topic: str | None) -> list[StoredEvent]:
+                         dead_rows: list[dict[str, Any]], outbox_topic: str | None,
+                         echo: bool = True) -> list[StoredEvent]:
         """The transactional path: SQLite always, PostgreSQL for appends without events."""
         async with self._write_tx() as conn:
             last, prev = await self._lock_cluster(conn, cluster, expected, create=bool(prepared))
@@ -587,7 +592,7 @@ class SqlEventStore:
             stored: list[StoredEvent] = []
             outbox_rows = list(dead_rows)
             if prepared:
-                rows, stored = self._chain(cluster, expected, prev, prepared, utc_now())
+                rows, stored = self._chain(cluster, expected, prev, prepared, utc_now(), echo)
                 try:
                     await conn.execute(t_events.insert(), rows)
                 except IntegrityError as exc:  # cannot happen under the lock; never fork

@@ -210,6 +210,14 @@ async def test_idempotency_record_round_trip(store: SqlEventStore) -> None:
     assert await store.get_idempotency("key-2") == bare
 
 
+async def test_append_without_echo_returns_the_same_positions_and_hashes(store: SqlEventStore) -> None:
+    quiet = await store.append("prod", 0, [ev(1), ev(2)], echo=False)
+    assert [(e.position, e.data, e.metadata) for e in quiet] == [(1, None, None), (2, None, None)]
+    assert [(e.position, e.hash, e.prev_hash) for e in quiet] == \
+        [(e.position, e.hash, e.prev_hash) for e in await store.read("prod")]
+    assert (await store.verify("prod")).ok
+
+
 async def test_head_and_idempotency_reads_both_together(store: SqlEventStore) -> None:
     assert await store.head_and_idempotency("prod", []) == (0, {})
     assert await store.head_and_idempotency("prod", ["nope"]) == (0, {})
