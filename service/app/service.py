@@ -37,7 +37,7 @@ from service.store.base import (
 SNAPSHOT_VERSION = "state-v2"  # the whole state: restarts rebuild from it
 LIGHT_SNAPSHOT_VERSION = "state-light-v2"  # without finished workloads: /state?at=N starts from it
 LIGHT_PER_FULL = 50  # a light snapshot every snapshot_every events, a full one too every 50th
-SNAPSHOT_DEFER = 5  # under load, a snapshot waits for a pause up to this many intervals
+SNAPSHOT_DEFER = 10  # under load, a snapshot waits for a pause up to this many intervals
 MAX_RETRIES = 20
 log = structlog.get_logger("gangplank.app")
 CATCH_UP_BATCH = 5000  # events per read when folding
