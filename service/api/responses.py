@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import msgspec
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
@@ -24,6 +25,18 @@ JSON = "application/json"
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response[Any]:
     return Response(content=body, status_code=status, media_type=JSON, headers=dict(headers or {}))
+
+
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def sorted_json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None,
+                         media_type: str = JSON) -> Response[Any]:
+    """A JSON answer with every object's keys sorted: the answer to a command, whose retry under
+    the same Idempotency-Key must give the same bytes (the stored answer comes back from the
+    store with its keys in another order)."""
+    return Response(content=_SORTED.encode(body), status_code=status, media_type=media_type,
+                    headers=dict(headers or {}))
 
 
 def problem_response(document: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response[Any]:

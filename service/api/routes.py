@@ -12,7 +12,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from service.api import auth
 from service.api.auth import principal_of
-from service.api.responses import json_response, problem_response
+from service.api.responses import PROBLEM_CONTENT_TYPE, json_response, problem_response, sorted_json_response
 from service.app.commands import Command, Origin, Outcome
 from service.app.service import Gangplank
 from service.api.metrics import render as render_metrics
@@ -104,10 +104,11 @@ def outcome_response(outcome: Outcome, *, location: str | None = None) -> Respon
         document.setdefault("type", problems.type_for(document["title"]))
         document["status"] = status
         document.setdefault("detail", document["title"])
-        return problem_response(document, headers)
+        return sorted_json_response(document, status, headers, media_type=PROBLEM_CONTENT_TYPE)
     if status == 201 and location:
         headers["Location"] = location
-    return json_response(outcome.body, status, headers)
+    # keys sorted: a retry under the same Idempotency-Key answers the very same bytes
+    return sorted_json_response(outcome.body, status, headers)
 
 
 async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[str, Any] | None], Command], *,
