@@ -36,13 +36,14 @@ import msgspec
 from service.domain import events as ev
 from service.domain.events import Event
 from service.domain.evolve import evolve
-from service.domain.state import ClusterState, Workload
+from service.domain.state import JOURNAL_MAX, ClusterState, Workload
 from service.domain.upcasting import upcast
 
 Row = tuple[int, str, int, Any]  # (position, type, schemaVersion, data dict or JSON text)
 
 _CURRENT = ev.SCHEMA_VERSIONS
 _NULL = msgspec.Raw(b"null")
+_JOURNAL_FULL = JOURNAL_MAX  # below it, ClusterState._journal is a plain append
 
 
 class ReplayError(RuntimeError):
@@ -84,22 +85,26 @@ class _Spec(msgspec.Struct):
     resourceClaimTemplates: list[Any] | None = None
 
 
-class _Submitted(msgspec.Struct):
-    namespace: str
+class _Submitted(msgspec.Struct, forbid_unknown_fields=True):
+    """Exactly the keys accept() records: in canonical JSON (keys sorted) "spec" comes last."""
     name: str
-    priority: int
+    namespace: str
     preemptionPolicy: str
-    spec: msgspec.Raw
+    priority: int
+    spec: _Spec
 
 
-class _Placed(msgspec.Struct):
+class _Placed(msgspec.Struct):  # the pods are counted in the text, decoded only when needed
     namespace: str
     workload: str
     podGroup: str
-    pods: msgspec.Raw
     placedPods: int | None = None
     explanation: msgspec.Raw = _NULL
     claims: list[Any] | None = None
+
+
+class _PlacedPods(msgspec.Struct):
+    pods: list[_PodRef]
 
 
 class _Deleted(msgspec.Struct):
@@ -108,13 +113,13 @@ class _Deleted(msgspec.Struct):
 
 
 _decode_submitted = msgspec.json.Decoder(_Submitted).decode
-_decode_spec = msgspec.json.Decoder(_Spec).decode
 _decode_placed = msgspec.json.Decoder(_Placed).decode
 _decode_deleted = msgspec.json.Decoder(_Deleted).decode
-_decode_pods = msgspec.json.Decoder(list[_PodRef]).decode
+_decode_pods = msgspec.json.Decoder(_PlacedPods).decode
 _decode_any = msgspec.json.Decoder().decode
 _LEAN_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
-_POD_KEY = b'"pod":'
+_POD_KEY = '"pod":'
+_SPEC_KEY = ',"spec":'
 
 
 def loads(text: str | bytes | msgspec.Raw) -> Any:
@@ -163,8 +168,9 @@ class _Group:
 
 
 def _pairs(pods: Any) -> list[tuple[str, str]]:
-    if isinstance(pods, msgspec.Raw):
-        return [(p.pod, p.node) for p in _decode_pods(pods)]
+    """(pod, node) of a placement's pods: a list of {"pod", "node"}, or the event's JSON text."""
+    if isinstance(pods, str):
+        return [(p.pod, p.node) for p in _decode_pods(pods).pods]
     return [(p["pod"], p["node"]) for p in pods]
 
 
@@ -199,12 +205,13 @@ class Replay:
             ev.POD_GROUP_PREEMPTED: self._preempted,
             ev.PODS_LOST: self._lost,
         }
-        self.lean = {  # JSON text of the current schema version: (decoder, handler)
-            ev.WORKLOAD_SUBMITTED: (_decode_submitted, self._submitted_lean),
-            ev.WORKLOAD_DELETED: (_decode_deleted, self._deleted_lean),
-            ev.POD_GROUP_SCHEDULED: (_decode_placed, self._scheduled_lean),
-            ev.PODS_SCHEDULED: (_decode_placed, self._scheduled_lean),
+        self.lean = {  # JSON text of the current schema version -> handler(position, text)
+            ev.WORKLOAD_SUBMITTED: self._submitted_lean,
+            ev.WORKLOAD_DELETED: self._deleted_lean,
+            ev.POD_GROUP_SCHEDULED: self._scheduled_lean,
+            ev.PODS_SCHEDULED: self._scheduled_lean,
         }
+        self.deleting: dict[int, tuple[str, str]] = {}  # position -> workload, of announced deletions
 
     # -- the protocol ------------------------------------------------------------------
     def ahead(self, rows: Iterable[Row]) -> None:
@@ -212,7 +219,7 @@ class Replay:
         ending = self.ending
         deleted = ev.WORKLOAD_DELETED
         current = _CURRENT[deleted]
-        for _, type_, version, data in rows:
+        for position, type_, version, data in rows:
             if type_ == deleted:
                 if isinstance(data, str):
                     if version == current:
@@ -221,7 +228,9 @@ class Replay:
                         except _LEAN_ERRORS:
                             pass
                         else:
-                            ending.add((lean.namespace, lean.name))
+                            key = (lean.namespace, lean.name)
+                            ending.add(key)
+                            self.deleting[position] = key  # its fold needs no decoding
                             continue
                     data = loads(data)
                 if version != current:
@@ -236,17 +245,10 @@ class Replay:
         prev = state.position  # kept in a local: the fast handlers do not read it
         for position, type_, version, data in rows:
             if type(data) is str:
-                if version == current.get(type_, 1):
-                    how = lean.get(type_)
-                    if how is not None:
-                        try:
-                            obj = how[0](data)
-                        except _LEAN_ERRORS:
-                            pass
-                        else:
-                            if how[1](position, obj):
-                                prev = position
-                                continue
+                handler = lean.get(type_)
+                if handler is not None and version == current[type_] and handler(position, data):
+                    prev = position
+                    continue
                 data = loads(data)
             if version != current.get(type_, 1):
                 data = upcast(type_, version, data)
@@ -293,14 +295,15 @@ class Replay:
         self._open(position, key, groups, priority, data["preemptionPolicy"], body)
         return True
 
-    def _submitted_lean(self, position: int, lean: _Submitted) -> bool:
+    def _submitted_lean(self, position: int, text: str) -> bool:
+        try:
+            lean = _decode_submitted(text)
+        except _LEAN_ERRORS:
+            return False
         key = (lean.namespace, lean.name)
         if key not in self.ending or key in self.state.workloads:
             return False
-        try:
-            spec = _decode_spec(lean.spec)
-        except _LEAN_ERRORS:
-            return False
+        spec = lean.spec
         if spec.resourceClaims or spec.resourceClaimTemplates:
             return False
         columns = self.state.nodes.resources.keys()
@@ -321,7 +324,12 @@ class Replay:
             gang = policy is not None and policy.gang is not msgspec.UNSET
             groups.append(_Group(g.name, total, policy.gang.minCount if gang else 1, gang,  # type: ignore[union-attr]
                                  (priority, position, i)))
-        self._open(position, key, groups, priority, lean.preemptionPolicy, bytes(lean.spec).decode())
+        # the spec's own canonical text: the value of the last key ("spec" is the first such key:
+        # a quote inside the string values before it is escaped)
+        start = text.find(_SPEC_KEY)
+        if start < 0 or not text.endswith("}"):
+            return False
+        self._open(position, key, groups, priority, lean.preemptionPolicy, text[start + len(_SPEC_KEY):-1])
         return True
 
     def _open(self, position: int, key: tuple[str, str], groups: list[_Group], priority: int, policy: str,
@@ -353,20 +361,23 @@ class Replay:
         self._placed(position, found[0], found[1], len(pods), pods, data.get("explanation"))
         return True
 
-    def _scheduled_lean(self, position: int, lean: _Placed) -> bool:
+    def _scheduled_lean(self, position: int, text: str) -> bool:
+        try:
+            lean = _decode_placed(text)
+        except _LEAN_ERRORS:
+            return False
         found = self._find(lean.namespace, lean.workload, lean.podGroup)
         if found is None:
             return False
         if lean.claims:
             raise ReplayError(f"position {position}: claims allocated to a workload without claims")
         g = found[1]
-        pods: Any = lean.pods
-        text = bytes(pods)
+        pods: Any = text
         count = text.count(_POD_KEY)
-        # canonical JSON without a backslash: each `"pod":` is a key; the decider records
-        # placedPods = pods placed before + these. Anything else: decode the list.
-        if b"\\" in text or lean.placedPods != g.placed + count:
-            pods = [{"pod": p.pod, "node": p.node} for p in _decode_pods(pods)]
+        # the decider records placedPods = pods placed before + these pods, each one a "pod" key;
+        # when the count of "pod" keys in the text says otherwise, decode the list
+        if lean.placedPods != g.placed + count:
+            pods = [{"pod": p.pod, "node": p.node} for p in _decode_pods(text).pods]
             count = len(pods)
         self._placed(position, found[0], g, count, pods, None if lean.explanation == _NULL else lean.explanation)
         return True
@@ -378,7 +389,11 @@ class Replay:
             else:
                 g.nodes.update(_pairs(pods))
             state = self.state
-            state._journal(g.running_key)
+            moves = state.__dict__.get("moves")
+            if moves is not None and len(moves) < _JOURNAL_FULL:
+                moves.append(g.running_key)  # ClusterState._journal, inlined
+            else:
+                state._journal(g.running_key)
             was_scheduled = g.scheduled()
             g.placed += count
             by_prio = state.placed_by_priority
@@ -425,7 +440,11 @@ class Replay:
             index = state.nodes.index
             for node in g.node_names() if nodes is None else nodes:
                 dirty.add(index[node])
-        state._journal(g.running_key)
+        moves = state.__dict__.get("moves")
+        if moves is not None and len(moves) < _JOURNAL_FULL:
+            moves.append(g.running_key)  # ClusterState._journal, inlined
+        else:
+            state._journal(g.running_key)
         g.placed -= count
         by_prio = state.placed_by_priority
         left = by_prio[t.priority] - count
@@ -476,8 +495,15 @@ class Replay:
         self._finish(position, t)
         return True
 
-    def _deleted_lean(self, position: int, lean: _Deleted) -> bool:
-        t = self.open.pop((lean.namespace, lean.name), None)
+    def _deleted_lean(self, position: int, text: str) -> bool:
+        key = self.deleting.pop(position, None)
+        if key is None:
+            try:
+                lean = _decode_deleted(text)
+            except _LEAN_ERRORS:
+                return False
+            key = (lean.namespace, lean.name)
+        t = self.open.pop(key, None)
         if t is None:
             return False
         self._finish(position, t)

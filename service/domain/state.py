@@ -21,6 +21,7 @@ from service.domain.nodes import NodeTable
 from service.domain.queue import QueueIndex
 
 QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
+JOURNAL_MAX = 4096  # moves kept in ClusterState.moves; beyond, the older half is dropped
 
 
 @dataclass(eq=False)
@@ -253,9 +254,9 @@ class ClusterState:
         if moves is None:  # a state pickled before the journal existed
             moves = self.moves = []
         moves.append(running_key)
-        if len(moves) > 4096:
-            del moves[:2048]
-            self.moves_dropped += 2048
+        if len(moves) > JOURNAL_MAX:
+            del moves[:JOURNAL_MAX // 2]
+            self.moves_dropped += JOURNAL_MAX // 2
 
     def _add_usage(self, wl: Workload, per_node: dict[tuple[int, int], int], sign: int) -> None:
         """used[node] += sign * pods * shape vector, for each (node, shape): a gang lands on a
