@@ -71,6 +71,11 @@ CASES: list[tuple[str, str, dict[str, Any], Mutation, list[Any]]] = [
     ("fractional bytes", NODE_URL, NODE, _set(["allocatable", "memory"], "1.5"), ["allocatable", "memory"]),
     ("negative quantity", NODE_URL, NODE, _set(["allocatable", "pods"], -1), ["allocatable", "pods"]),
     ("malformed quantity", NODE_URL, NODE, _set(["allocatable", "memory"], "64 Gi"), ["allocatable", "memory"]),
+    # Python's \d and Decimal take any Unicode digit; Kubernetes quantities are ASCII only
+    ("full-width digit quantity", NODE_URL, NODE, _set(["allocatable", "cpu"], "\uff18"), ["allocatable", "cpu"]),
+    ("arabic-indic digit quantity", NODE_URL, NODE, _set(["allocatable", "memory"], "\u0664Gi"),
+     ["allocatable", "memory"]),
+    ("unicode digit exponent", NODE_URL, NODE, _set(["allocatable", "memory"], "1e\u0663"), ["allocatable", "memory"]),
     ("boolean quantity", NODE_URL, NODE, _set(["allocatable", "cpu"], True), ["allocatable", "cpu"]),
     ("float quantity", NODE_URL, NODE, _set(["allocatable", "cpu"], 1.5), ["allocatable", "cpu"]),
     ("bad resource name", NODE_URL, NODE, _set(["allocatable", "-gpu"], "1"), ["allocatable", "-gpu", "[key]"]),
