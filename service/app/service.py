@@ -299,9 +299,11 @@ class Gangplank:
                             record_rejections: bool = True,
                             answers: bool = True,
                             key_conflict: Callable[[int, IdempotencyRecord], DeadLetter] | None = None,
+                            backlog: bool = False,
                             ) -> list[Outcome]:
         """Decide several commands for one cluster and commit them in one transaction.
 
+        backlog: more commands for this cluster are waiting (a snapshot may wait for a pause).
         answers: build each answer's view (HTTP); without, an accepted command's answer, kept
         with its idempotency key, is only {"position", "decisions"} (Kafka: nobody reads it).
         record_rejections: state rejections become CommandRejected events (Kafka);
@@ -313,7 +315,7 @@ class Gangplank:
         for attempt in range(MAX_RETRIES):
             try:
                 return await self._execute_once(cluster, items, offsets, record_rejections, key_conflict,
-                                                answers)
+                                                answers, backlog)
             except ConcurrencyConflict:
                 self._drop(cluster)
                 await asyncio.sleep(min(0.001 * (2 ** attempt), 0.2))
@@ -324,7 +326,7 @@ class Gangplank:
     async def _execute_once(self, cluster: str, items: Sequence[BatchItem],
                             offsets: Sequence[ConsumedOffset], record_rejections: bool,
                             key_conflict: Callable[[int, IdempotencyRecord], DeadLetter] | None = None,
-                            answers: bool = True) -> list[Outcome]:
+                            answers: bool = True, backlog: bool = False) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(items)
         seen_keys: dict[str, int] = {}
         dead_letters: list[DeadLetter] = []
@@ -407,7 +409,7 @@ class Gangplank:
             entry.since_snapshot += len(new_events)
             # A snapshot costs ~0.1-0.2 s of CPU on a 5,000-node cluster: while commands for this
             # cluster are waiting it is put off, up to SNAPSHOT_DEFER times the interval.
-            busy = bool(self._waiting.get(cluster))
+            busy = backlog or bool(self._waiting.get(cluster))
             if entry.since_snapshot >= self.snapshot_every * (SNAPSHOT_DEFER if busy else 1):
                 entry.since_snapshot = 0
                 entry.snapshots += 1

@@ -237,7 +237,8 @@ class CommandConsumer:
                                partition=tp.partition, offset=record.offset)
 
         await self.service.execute_batch(run.cluster, [p.item for p in run.parsed], offsets=[offset],
-                                         record_rejections=True, key_conflict=conflict, answers=False)
+                                         record_rejections=True, key_conflict=conflict, answers=False,
+                                         backlog=len(run.parsed) > 1)  # a run of several: a backlog
 
     async def _dead(self, tp: TopicPartition, dead: Dead) -> None:
         record = dead.record
