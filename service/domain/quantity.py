@@ -18,11 +18,9 @@ _SUFFIX = {
     "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30),
     "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60),
 }
-# ASCII digits only (re.ASCII: `\d` alone would take any Unicode digit, as Decimal and int do)
 _QUANTITY = re.compile(
     r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|(?P<exp>[eE][+-]?\d+))?$",
-    re.ASCII,
+    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|(?P<exp>[eE][+-]?\d+))?$"
 )
 # Large enough for any real cluster, small enough to keep arithmetic cheap and safe.
 MAX_UNITS = 2**62

@@ -43,6 +43,10 @@ class StrictModel(BaseModel):
 
 
 def quantity_error(value: Any, resource: str) -> str | None:
+    # Kubernetes quantities are ASCII. The domain's parser (Decimal, `\d`) also reads other Unicode
+    # digits; it stays so, because streams recorded before this check must still replay.
+    if isinstance(value, str) and not value.isascii():
+        return f"{value!r} is not a valid quantity"
     try:
         parse_quantity(value, resource)
     except QuantityError as exc:
