@@ -98,6 +98,16 @@ async def _envelopes(url: str, cluster: str, until: int | None, *, lean: bool = 
         await store.close()
 
 
+async def _recorded_head(store: Any, cluster: str, position: int) -> str:
+    """The hash recorded on event `position` (as stored, not recomputed), or the genesis hash."""
+    from service.store.base import GENESIS_HASH
+
+    if position <= 0:
+        return GENESIS_HASH
+    last = await store.read(cluster, after=position - 1, limit=1)
+    return last[0].hash if last else GENESIS_HASH
+
+
 def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
     """The state from every event (no snapshot), folded the fast way (service.domain.replay:
     the same state) while the next batches are read; None when the stream is one the fast
@@ -134,6 +144,7 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
             result.events = sum(counts.values())
             result.inputs = sum(n for t, n in counts.items() if t in ev.INPUT_TYPES)
             result.decisions = result.events - result.inputs
+            result.head = await _recorded_head(store, cluster, result.state.position)
             return result
         finally:
             await store.close()
@@ -172,6 +183,15 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
         result = run_replay(envelopes, cluster, verify=verify, until=until,
                             progress=lambda p: bar.update(task, completed=p) if p % 1000 == 0 else None)
     gc.enable()
+    if not verify and not from_file:  # lean envelopes carry no hashes
+        async def head() -> str:
+            from service.store import open_store
+            store = open_store(_db(database_url))
+            try:
+                return await _recorded_head(store, cluster, result.state.position)
+            finally:
+                await store.close()
+        result.head = asyncio.run(head())
     summary = result.summary()
     out.print_json(json.dumps(summary))
     if verify and not result.ok:
@@ -241,7 +261,8 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME"),
         console.print(f"[red]workload {namespace}/{name} not found in cluster {cluster}[/]")
         raise typer.Exit(1)
     for line in explain(namespace, name, history["events"]):
-        out.print(line, highlight=False, soft_wrap=True)
+        # markup off: "[#12]" (the position) and any bracket in a message are text, not rich styles
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def main() -> None:  # pragma: no cover - `python -m service`
