@@ -119,7 +119,8 @@ _decode_pods = msgspec.json.Decoder(_PlacedPods).decode
 _decode_any = msgspec.json.Decoder().decode
 _LEAN_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 _POD_KEY = '"pod":'
-_SPEC_KEY = ',"spec":'
+_SPEC_KEY = ',"spec":'  # 8 characters
+_new_workload = object.__new__
 
 
 def loads(text: str | bytes | msgspec.Raw) -> Any:
@@ -150,9 +151,6 @@ class _Group:
         self.conditions: dict[str, dict[str, Any]] = {}
         self.ever_scheduled = False
         self.running_key = running_key
-
-    def scheduled(self) -> bool:
-        return self.placed >= self.min_count if self.gang else self.placed >= 1
 
     def pod_nodes(self) -> dict[str, str]:
         if self.nodes is None:
@@ -329,13 +327,19 @@ class Replay:
         start = text.find(_SPEC_KEY)
         if start < 0 or not text.endswith("}"):
             return False
-        self._open(position, key, groups, priority, lean.preemptionPolicy, text[start + len(_SPEC_KEY):-1])
+        state = self.state  # _open, inlined
+        wl = _new_workload(Workload)
+        wl.__dict__.update(position=position, deleted_at=None, events=[position])
+        state.workloads[key] = wl
+        state.by_position[position] = wl
+        self.open[key] = _Transient(wl, groups, key[0], key[1], priority, lean.preemptionPolicy,
+                                    text[start + 8:-1])
         return True
 
     def _open(self, position: int, key: tuple[str, str], groups: list[_Group], priority: int, policy: str,
               body: Any) -> None:
         state = self.state
-        wl = Workload.__new__(Workload)
+        wl = _new_workload(Workload)
         wl.__dict__.update(position=position, deleted_at=None, events=[position])
         state.workloads[key] = wl
         state.by_position[position] = wl
@@ -366,12 +370,17 @@ class Replay:
             lean = _decode_placed(text)
         except _LEAN_ERRORS:
             return False
-        found = self._find(lean.namespace, lean.workload, lean.podGroup)
-        if found is None:
+        t = self.open.get((lean.namespace, lean.workload))  # _find, inlined
+        if t is None:
             return False
+        name = lean.podGroup
+        for g in t.groups:
+            if g.name == name:
+                break
+        else:
+            raise ReplayError(f"no pod group {name!r} in {lean.namespace}/{lean.workload}")
         if lean.claims:
             raise ReplayError(f"position {position}: claims allocated to a workload without claims")
-        g = found[1]
         pods: Any = text
         count = text.count(_POD_KEY)
         # the decider records placedPods = pods placed before + these pods, each one a "pod" key;
@@ -379,7 +388,7 @@ class Replay:
         if lean.placedPods != g.placed + count:
             pods = [{"pod": p.pod, "node": p.node} for p in _decode_pods(text).pods]
             count = len(pods)
-        self._placed(position, found[0], g, count, pods, None if lean.explanation == _NULL else lean.explanation)
+        self._placed(position, t, g, count, pods, None if lean.explanation == _NULL else lean.explanation)
         return True
 
     def _placed(self, position: int, t: _Transient, g: _Group, count: int, pods: Any, explanation: Any) -> None:
@@ -394,16 +403,16 @@ class Replay:
                 moves.append(g.running_key)  # ClusterState._journal, inlined
             else:
                 state._journal(g.running_key)
-            was_scheduled = g.scheduled()
+            was_scheduled = g.placed >= g.min_count  # scheduled(): min_count is 1 for a basic group
             g.placed += count
             by_prio = state.placed_by_priority
             by_prio[t.priority] = by_prio.get(t.priority, 0) + count
         else:
-            was_scheduled = g.scheduled()
+            was_scheduled = g.placed >= g.min_count
         if explanation is not None:
             g.explanation = explanation
         g.needs_explanation = False
-        if not was_scheduled and not g.ever_scheduled and g.scheduled():
+        if not was_scheduled and not g.ever_scheduled and g.placed >= g.min_count:
             g.ever_scheduled = True
             g.conditions["PodGroupInitiallyScheduled"] = {
                 "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
@@ -510,9 +519,23 @@ class Replay:
         return True
 
     def _finish(self, position: int, t: _Transient) -> None:
+        state = self.state
         for g in t.groups:
-            if g.placed:  # every placed pod goes (evolve: in pod order, which only a set sees)
-                self._released(t, g, g.placed, None)
+            count = g.placed
+            if count:  # every placed pod goes (evolve: in pod order, which only a set sees)
+                moves = state.__dict__.get("moves")
+                dirty = state.index.dirty
+                if moves is None or len(moves) >= _JOURNAL_FULL or len(dirty) < state.nodes.count:
+                    self._released(t, g, count, None)
+                    continue
+                moves.append(g.running_key)  # _released, inlined: the dirty rows are all in
+                g.placed = 0
+                by_prio = state.placed_by_priority
+                left = by_prio[t.priority] - count
+                if left:
+                    by_prio[t.priority] = left
+                else:
+                    del by_prio[t.priority]
         wl = t.wl
         wl.events.append(position)
         extras = [{"conditions": g.conditions,
