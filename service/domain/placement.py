@@ -72,13 +72,21 @@ def _requested_cols(state: ClusterState, g: Group, shape: int) -> np.ndarray:
 
 
 def _float_scores(state: ClusterState, rows: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> np.ndarray:
-    if len(cols) == 0:
-        return np.zeros(len(rows))
+    """Sum over requested columns of (used + request) / allocatable, in float64 (screening only).
+
+    Rows are gathered once (np.take is several times faster than 2-D fancy indexing) and
+    summed column by column, in one fixed order: identical rows get identical floats."""
+    total = np.zeros(len(rows))
+    if len(cols) == 0 or len(rows) == 0:
+        return total
     nodes = state.nodes
-    alloc = nodes.alloc[rows][:, cols]
-    num = nodes.used[rows][:, cols] + vec[cols]
-    safe = np.where(alloc > 0, alloc, 1)
-    return np.where(alloc > 0, num / safe, 0.0).sum(axis=1)
+    alloc = np.take(nodes.alloc, rows, axis=0)
+    used = np.take(nodes.used, rows, axis=0)
+    for c in cols:
+        a = alloc[:, c]
+        positive = a > 0
+        total += np.where(positive, (used[:, c] + vec[c]) / np.where(positive, a, 1), 0.0)
+    return total
 
 
 def _exact(num_row: np.ndarray, alloc_row: np.ndarray) -> Fraction:
@@ -136,10 +144,14 @@ def _exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: n
 
 
 def _fits(state: ClusterState, rows: np.ndarray, vec: np.ndarray) -> np.ndarray:
-    cols = np.flatnonzero(vec)
+    """Which rows have free capacity for every requested resource (and one `pods`)."""
     nodes = state.nodes
-    free = nodes.alloc[rows][:, cols] - nodes.used[rows][:, cols]
-    return np.all(free >= vec[cols], axis=1)
+    alloc = np.take(nodes.alloc, rows, axis=0)
+    used = np.take(nodes.used, rows, axis=0)
+    ok = np.ones(len(rows), dtype=bool)
+    for c in np.flatnonzero(vec):
+        ok &= alloc[:, c] - used[:, c] >= vec[c]
+    return ok
 
 
 def _row_fits(state: ClusterState, row: int, vec: np.ndarray) -> bool:
