@@ -113,9 +113,12 @@ def outcome_response(outcome: Outcome, *, location: str | None = None) -> Respon
 
 async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[str, Any] | None], Command], *,
                   body_kind: str | None = None, body_name: str | None = None, body_namespace: str | None = None,
-                  dry_run: bool = False, location: Callable[[Command], str] | None = None) -> Response[Any]:
+                  dry_run: bool = False, location: Callable[[Command], str] | None = None,
+                  shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response[Any]:
     """Read and validate (Idempotency-Key, body), run one command, answer with its Outcome."""
-    raw = await request.body() if body_kind is not None else b""  # 413 over the limit, before parsing
+    # read on every route, also where nothing is parsed (DELETE): a body over the limit is a 413 whatever
+    # it holds (Content-Length is checked before anything is read, streamed bytes are counted)
+    raw = await request.body()
     key, errors = _idempotency_key(request)
     body: dict[str, Any] | None = None
     if body_kind is not None:
@@ -137,7 +140,21 @@ async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[s
         fingerprint=None if dry_run or key is None else request_fingerprint,
         dry_run=dry_run,
     )
+    if shape is not None and 200 <= int(outcome.status) < 300:
+        outcome.body = shape(outcome.body)
     return outcome_response(outcome, location=location(command) if location else None)
+
+
+def with_released(body: dict[str, Any]) -> dict[str, Any]:
+    """The answer to removing a resource slice or device class, "as for nodes": the pods released
+    (from the answer's PodsLost decisions), as `DELETE /nodes/{name}` names them."""
+    if "released" in body:
+        return body
+    released = [{"namespace": d["data"]["namespace"], "workload": d["data"]["workload"],
+                 "podGroup": d["data"]["podGroup"], "pod": p["pod"], "node": p.get("node")}
+                for d in body.get("decisions") or () if d.get("type") == "PodsLost"
+                for p in d["data"]["pods"]]
+    return {**body, "released": released}
 
 
 def not_found(detail: str) -> Response[Any]:
@@ -180,7 +197,8 @@ def _inventory_handlers(segment: str, kind: str, upsert: str, remove: str | None
 
     async def delete_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment) -> Response[Any]:
         check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
-        return await execute(request, lambda _: Command(cluster=cluster, type=remove, name=name))  # type: ignore[arg-type]
+        return await execute(request, lambda _: Command(cluster=cluster, type=remove, name=name),  # type: ignore[arg-type]
+                             shape=None if segment == "nodes" else with_released)
 
     handlers = [
         get(f"/{segment}", operation_id=f"list{kind}s", summary=f"List the {noun}s", tags=tags,

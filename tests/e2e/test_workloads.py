@@ -180,3 +180,46 @@ def test_preemption_is_visible_in_the_preemptors_answer(client: TestClient, clus
     stored = {e["position"]: e for e in api.all_events()}
     for d in high["decisions"]:
         assert stored[d["position"]]["type"] == d["type"] and stored[d["position"]]["data"] == d["data"]
+
+
+def test_removing_a_slice_answers_the_pods_released_as_for_nodes(client: TestClient, cluster: str) -> None:
+    """http.md: resource slices answer "as for nodes"; removing one is node loss for its devices."""
+    api = Api(client, cluster)
+    assert api.put_node("n1", node(cpu="8")).status_code == 200
+    assert client.put(api.url("/deviceclasses/gpu"), json={
+        "selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}).status_code == 200
+    assert client.put(api.url("/resourceslices/n1-gpus"), json={
+        "driver": "gpu.example.com", "pool": {"name": "n1", "generation": 1}, "nodeName": "n1",
+        "devices": [{"name": "gpu-0"}]}).status_code == 200
+    body = workload("uses-gpu", 1, cpu="1")
+    body["resourceClaimTemplates"] = [{"name": "one", "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}}]
+    body["podGroups"][0]["pods"][0]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one"}]
+    r = api.submit(body)
+    assert r.status_code == 201 and r.json()["status"]["phase"] == "Scheduled", r.text
+
+    r = client.delete(api.url("/resourceslices/n1-gpus"))
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["name"] == "n1-gpus"
+    assert answer["released"] == [{"namespace": "team-a", "workload": "uses-gpu", "podGroup": "workers",
+                                   "pod": "w-0", "node": "n1"}]
+    assert [d["type"] for d in answer["decisions"]][:1] == ["PodsLost"]
+    r = client.delete(api.url("/deviceclasses/gpu"))
+    assert r.status_code == 200 and r.json()["released"] == [] and r.json()["name"] == "gpu"
+    assert client.delete(api.url("/resourceslices/n1-gpus")).status_code == 404
+
+
+def test_an_oversized_body_is_413_on_every_mutating_route(client: TestClient, cluster: str) -> None:
+    """http.md: "a body over 1 MiB is 413, whatever it holds": also on a DELETE, which takes no body."""
+    api = Api(client, cluster)
+    assert api.put_node("n1", node(cpu="8")).status_code == 200
+    assert api.submit(workload("keep")).status_code == 201
+    before = api.get("/events").json()["lastPosition"]
+    big = b" " * (1024 * 1024 + 1)
+    for path in ("/nodes/n1", "/namespaces/team-a/workloads/keep"):
+        r = client.request("DELETE", api.url(path), content=big)
+        assert r.status_code == 413, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+    assert api.get("/events").json()["lastPosition"] == before
+    assert api.get("/nodes/n1").status_code == 200 and api.workload("keep").status_code == 200
