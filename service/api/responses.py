@@ -99,7 +99,9 @@ def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -
         detail = exc.detail
     if status >= 500:
         log.error("api.http_exception", status=status, detail=exc.detail, path=request.url.path)
-    return problem_response(problem(status, detail, type=_TYPES.get(status)), headers)
+    # RFC 9110 names 413 "Content Too Large" (Python's HTTPStatus still says "Request Entity Too Large")
+    title = "Content Too Large" if status == 413 else None
+    return problem_response(problem(status, detail, type=_TYPES.get(status), title=title), headers)
 
 
 def handle_input_error(request: Request[Any, Any, Any], exc: InputValidationError) -> Response[Any]:

@@ -35,6 +35,7 @@ def test_over_one_mib_is_a_413_whatever_it_holds(client, service, raw):
     assert response.status_code == 413
     assert response.headers["content-type"].startswith("application/problem+json")
     assert response.json()["status"] == 413
+    assert response.json()["title"] == "Content Too Large"  # RFC 9110's name for 413
     assert service.executed == []
 
 
