@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated
+from typing import Annotated, Any
 
 import cel
 from pydantic import AfterValidator, StrictStr, WithJsonSchema
@@ -52,12 +53,55 @@ def _reset_after_fork() -> None:  # the worker thread does not survive a fork
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 
+# What Kubernetes' DRA CEL environment declares (k8s.io/dynamic-resource-allocation/cel): one
+# variable, `device`, with these fields. The parser used here does not type-check, so the checks
+# of Kubernetes' compiler that matter to users are made below: an undeclared variable, an unknown
+# field of `device`, and (when it can be told without running a loop) a result that is not a bool
+# are compile errors there, and so 422s here.
+DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
+_STRING = re.compile(r'[rRbB]{0,2}(?:"""[\s\S]*?"""' r"|'''[\s\S]*?'''" r'|"(?:\\.|[^"\\\n])*"' r"|'(?:\\.|[^'\\\n])*')")
+_MACRO = re.compile(r"\.\s*(?:all|exists|exists_one|existsOne|map|filter|transformList|transformMap"
+                    r"|transformMapEntry|sortBy)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s*,\s*([A-Za-z_][A-Za-z0-9_]*))?")
+_BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)")
+_DEVICE_FIELD = re.compile(r"(?<![A-Za-z0-9_.])device\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+# a probe device: an expression without loops is run once on it to learn its result's type
+_PROBE = {"device": {"driver": "", "attributes": {}, "capacity": {}}}
+
+
+def _semantic_error(program: Any, expression: str) -> str | None:
+    code = _STRING.sub('""', expression)  # names inside string literals are not references
+    bound: set[str] = set()
+    loops = False
+    for match in _MACRO.finditer(code):
+        loops = True
+        bound.update(name for name in match.groups() if name)
+    for match in _BIND.finditer(code):
+        bound.update((match.group(1), "cel"))
+    undeclared = sorted(set(program.variables()) - {"device"} - bound)
+    if undeclared:
+        return f"undeclared reference to '{undeclared[0]}' (only 'device' is declared)"
+    unknown = sorted({m.group(1) for m in _DEVICE_FIELD.finditer(code)} - DEVICE_FIELDS)
+    if unknown and "device" not in bound:
+        return f"undefined field '{unknown[0]}' of device (it has {', '.join(sorted(DEVICE_FIELDS))})"
+    if not loops and not bound:
+        try:
+            result = program.execute(_PROBE)
+        except Exception:  # it needs attributes the probe lacks: its type is not known here
+            return None
+        if not isinstance(result, bool):
+            return f"must evaluate to bool, not {type(result).__name__}"
+    return None
+
+
 def _compile(expression: str) -> str | None:
     try:
-        cel.compile(expression)
+        program = cel.compile(expression)
     except ValueError as exc:  # includes UnicodeEncodeError (lone surrogates)
         return str(exc)
-    return None
+    try:
+        return _semantic_error(program, expression)
+    except Exception:  # a check this parser cannot make is not the caller's error
+        return None
 
 
 @functools.lru_cache(maxsize=2048)

@@ -91,6 +91,16 @@ CASES: list[tuple[str, str, dict[str, Any], Mutation, list[Any]]] = [
     # -- device classes ------------------------------------------------------------------------
     ("CEL that does not compile", CLASS_URL, DEVICE_CLASS,
      _set(["selectors", 0, "cel", "expression"], "device.driver =="), ["selectors", 0, "cel", "expression"]),
+    # parsed but not compiled by Kubernetes' DRA CEL environment (only `device` is declared, with
+    # driver/attributes/capacity; a selector is a bool)
+    ("CEL with an undeclared variable", CLASS_URL, DEVICE_CLASS,
+     _set(["selectors", 0, "cel", "expression"], "driver == 'gpu.example.com'"), ["selectors", 0, "cel", "expression"]),
+    ("CEL with an unknown field of device", CLASS_URL, DEVICE_CLASS,
+     _set(["selectors", 0, "cel", "expression"], "device.vendor == 'x'"), ["selectors", 0, "cel", "expression"]),
+    ("CEL that is not a bool", CLASS_URL, DEVICE_CLASS,
+     _set(["selectors", 0, "cel", "expression"], "device.driver"), ["selectors", 0, "cel", "expression"]),
+    ("CEL arithmetic that is not a bool", CLASS_URL, DEVICE_CLASS,
+     _set(["selectors", 0, "cel", "expression"], "1 + 1"), ["selectors", 0, "cel", "expression"]),
     ("empty CEL", CLASS_URL, DEVICE_CLASS, _set(["selectors", 0, "cel", "expression"], " "),
      ["selectors", 0, "cel", "expression"]),
     ("CEL over 10 KiB", CLASS_URL, DEVICE_CLASS, _set(["selectors", 0, "cel", "expression"], "a." * 6000 + "b"),
@@ -332,3 +342,17 @@ def test_workload_namespace_in_body_must_equal_the_path(client, service):
     assert client.post(WL_URL, json={**WORKLOAD, "namespace": "team-a"}).status_code == 201
     command = service.executed[-1][0]
     assert command.namespace == "team-a" and "namespace" not in command.body and command.body["name"] == "train-7"
+
+
+@pytest.mark.parametrize("expression", [
+    "device.driver == 'gpu.example.com'",
+    'device.attributes["gpu.example.com"].model == "H100"',
+    'device.capacity["gpu.example.com"].memory >= 1024',
+    'device.attributes["gpu.example.com"].exists(a, a == "model")',
+    'device.driver == "device.vendor"',  # a field name inside a string is no reference
+    "has(device.attributes.x) || true",
+    'device.driver.startsWith("gpu") && size(device.attributes) > 0',
+])
+def test_selectors_kubernetes_compiles_are_accepted(client, service, expression):
+    doc = {"selectors": [{"cel": {"expression": expression}}]}
+    assert client.put(CLASS_URL, json=doc).status_code == 200
