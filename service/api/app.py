@@ -41,6 +41,20 @@ def _timing_middleware(app: ASGIApp) -> ASGIApp:
     return middleware
 
 
+def _without_empty_query_values(app: ASGIApp) -> ASGIApp:
+    """`?limit=&phase=` is as if the parameters were not given (Kubernetes reads an empty `?limit=` or
+    `?labelSelector=` so; http.md writes the list as `/workloads?namespace=&phase=&limit=&after=`)."""
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        query = scope.get("query_string") or b""
+        if query and scope["type"] == "http":
+            pairs = query.split(b"&")
+            kept = [p for p in pairs if p.partition(b"=")[2]]
+            if len(kept) != len(pairs):
+                scope["query_string"] = b"&".join(kept)
+        await app(scope, receive, send)
+    return middleware
+
+
 def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug: bool = False) -> Litestar:
     """The HTTP API over one Gangplank service.
 
@@ -52,7 +66,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
         route_handlers=route_handlers(),
         guards=[Authorizer(settings)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        middleware=[_timing_middleware],
+        middleware=[_timing_middleware, _without_empty_query_values],
         before_send=[_count_response],
         request_max_body_size=settings.max_body_size,
         state=_state(service),

@@ -76,6 +76,23 @@ def test_workload_reads(client, service):
     ]
 
 
+def test_an_empty_query_value_is_as_if_absent(client, service):
+    """http.md writes the list as `GET /workloads?namespace=&phase=&limit=&after=`: an empty value
+    means "not given" (as Kubernetes reads `?limit=` or `?labelSelector=`), not a 422."""
+    assert client.get(f"{BASE}/workloads?namespace=&phase=&limit=&after=").status_code == 200
+    assert client.get(f"{BASE}/workloads?namespace=team-a&limit=&after").status_code == 200
+    assert client.get(f"{BASE}/events?after=&limit=&wait=").status_code == 200
+    assert client.get(f"{BASE}/state?at=").status_code == 200
+    assert [c for c in service.calls if c[0] in ("list_workloads", "events", "state_at")] == [
+        ("list_workloads", ("prod", None, None, 100, 0)),
+        ("list_workloads", ("prod", "team-a", None, 100, 0)),
+        ("events", ("prod", 0, 100, 0.0)),
+        ("state_at", ("prod", None)),
+    ]
+    # a value that is there is still checked
+    assert is_problem(client.get(f"{BASE}/workloads?limit=0&phase="), 422)["errors"][0]["loc"] == ["query", "limit"]
+
+
 def test_audit_reads(client, service):
     assert client.get(f"{BASE}/events").json() == {"events": [], "lastPosition": 0}
     client.get(f"{BASE}/events?after=7&limit=1000&wait=2.5")
