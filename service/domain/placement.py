@@ -94,27 +94,20 @@ def _exact(num_row: np.ndarray, alloc_row: np.ndarray) -> Fraction:
 
 
 def _pick(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> int:
-    """The best row: highest exact score, then smallest node name."""
+    """The best row: highest exact score, then smallest node name (O(rows), no sorting)."""
     top = scores.max()
     band = rows[scores >= top - _EPS * max(1.0, abs(top))]
-    rank = state.nodes.rank()
     if len(band) == 1:
         return int(band[0])
+    rank = state.nodes.rank()
     if len(cols) == 0:
         return int(band[np.argmin(rank[band])])
     nodes = state.nodes
-    num = nodes.used[band][:, cols] + vec[cols]
-    alloc = nodes.alloc[band][:, cols]
-    keys = np.concatenate([num, alloc], axis=1)
-    if (keys == keys[0]).all():  # the common tie: identical rows (empty nodes, say)
+    used = np.take(nodes.used, band, axis=0)[:, cols]
+    alloc = np.take(nodes.alloc, band, axis=0)[:, cols]
+    if (used == used[0]).all() and (alloc == alloc[0]).all():  # the common tie: equal rows (empty nodes)
         return int(band[np.argmin(rank[band])])
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    k = len(cols)
-    exact = [_exact(row[:k], row[k:]) for row in uniq]
-    best = max(exact)
-    winners = band[np.isin(inverse, [i for i, e in enumerate(exact) if e == best])]
-    return int(winners[np.argmin(rank[winners])])
+    return int(band[_exact_order(state, band, cols, vec)[0]])
 
 
 def _exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -190,22 +183,40 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         mask = base_mask(state, g, shape)
         if allowed is not None:
             mask = mask & allowed
-        rows = np.flatnonzero(mask)
-        rows = rows[_fits(state, rows, vec)] if len(rows) else rows
-        needs_devices = dra.pod_needs_devices(g, pods[i])
         cols = _requested_cols(state, g, shape)
-        if needs_devices:
+        rows, scores = _fitting_rows(state, np.flatnonzero(mask), cols, vec)
+        if dra.pod_needs_devices(g, pods[i]):
             failed = _place_run_devices(state, g, pods[i:run_end], rows, cols, vec, trial, placements)
         else:
-            failed = _place_run(state, pods[i:run_end], rows, cols, vec, trial, placements)
+            failed = _place_run(state, pods[i:run_end], rows, scores, cols, vec, trial, placements)
         if failed is not None and explain and failure is None:
             failure = explain_pod(state, g, failed, allowed, trial)
         i = run_end
     return placements, failure
 
 
-def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, cols: np.ndarray, vec: np.ndarray,
-               trial: Trial, placements: list[tuple[int, int]]) -> int | None:
+def _fitting_rows(state: ClusterState, rows: np.ndarray, cols: np.ndarray,
+                  vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows with room for one pod of `vec`, and their float scores (one gather of the
+    rows, then column by column: see _fits and _float_scores, which this fuses)."""
+    if not len(rows):
+        return rows, np.zeros(0)
+    nodes = state.nodes
+    alloc = np.take(nodes.alloc, rows, axis=0)
+    used = np.take(nodes.used, rows, axis=0)
+    ok = np.ones(len(rows), dtype=bool)
+    for c in np.flatnonzero(vec):
+        ok &= alloc[:, c] - used[:, c] >= vec[c]
+    scores = np.zeros(len(rows))
+    for c in cols:
+        a = alloc[:, c]
+        positive = a > 0
+        scores += np.where(positive, (used[:, c] + vec[c]) / np.where(positive, a, 1), 0.0)
+    return rows[ok], scores[ok]
+
+
+def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, scores: np.ndarray, cols: np.ndarray,
+               vec: np.ndarray, trial: Trial, placements: list[tuple[int, int]]) -> int | None:
     """Place identical pods that need no devices; returns the first pod that fits nowhere.
 
     Only the rows chosen here change during the run, and a chosen row keeps every pod it
@@ -214,7 +225,8 @@ def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, cols: np.n
     near-equal floats is settled exactly (`_pick`) unless its rows are identical.
     """
     nodes = state.nodes
-    scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
+    if len(run) <= 4:
+        return _place_few(state, run, rows, scores, cols, vec, trial, placements)
     rank = nodes.rank()
     order = np.lexsort((rank[rows], -scores))
     rows, scores = rows[order], scores[order]  # scores stay aligned with rows
@@ -245,6 +257,29 @@ def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, cols: np.n
         room -= 1
         trial.add(int(rows[p]), vec)
         placements.append((pod, int(rows[p])))
+    return None
+
+
+def _place_few(state: ClusterState, run: list[int], rows: np.ndarray, scores: np.ndarray, cols: np.ndarray,
+               vec: np.ndarray, trial: Trial, placements: list[tuple[int, int]]) -> int | None:
+    """_place_run for a few pods: pick each new row in O(rows) instead of ranking them all
+    (ranking thousands of equal, empty nodes costs more than the whole rest)."""
+    nodes = state.nodes
+    nz = np.flatnonzero(vec)
+    last, room = -1, 0
+    for pod in run:
+        if room <= 0:
+            if last >= 0:  # full: drop it; nothing else changed
+                keep = rows != last
+                rows, scores = rows[keep], scores[keep]
+            if not len(rows):
+                return pod
+            last = _pick(state, rows, scores, cols, vec)
+            free = nodes.alloc[last, nz] - nodes.used[last, nz]
+            room = int((free // vec[nz]).min())
+        room -= 1
+        trial.add(last, vec)
+        placements.append((pod, last))
     return None
 
 
