@@ -12,6 +12,8 @@ Tokens file (JSON, `gangplank serve --tokens FILE` / GANGPLANK_TOKENS):
 - `namespaces` is required for submitters and not allowed for other roles;
 - `name` (optional) is the actor recorded in event metadata; default `<role>:<first 8 hex of
   sha256(token)>`, so that tokens never reach the event store.
+Also accepted: a role alone for admins and auditors (`{"<token>": "auditor"}`), and a list of grants
+carrying their token (`[{"token": "<token>", "role": "admin"}, ...]`, or that list under `"tokens"`).
 No tokens configured (no file) means the API is open: see `is_open` / `resolve_bind_host`.
 """
 from __future__ import annotations
@@ -155,7 +157,25 @@ def _where(loc: list[Any]) -> str:
     return ".".join(["<token>", *map(str, loc[1:])]) if loc else "(root)"  # never echo a token
 
 
+def _normalised(document: Any) -> Any:
+    """The other shapes a tokens file is accepted in, as the main one (token → grant object):
+    a role alone (`{"<token>": "auditor"}`), and a list of grants that carry their token
+    (`[{"token": "<token>", "role": ...}]`, also under a top-level `"tokens"` key)."""
+    if isinstance(document, dict) and set(document) == {"tokens"} and isinstance(document["tokens"], list):
+        document = document["tokens"]
+    if isinstance(document, list) and document and all(
+            isinstance(item, dict) and isinstance(item.get("token"), str) for item in document):
+        as_map: dict[Any, Any] = {}
+        for item in document:
+            as_map[item["token"]] = {k: v for k, v in item.items() if k != "token"}
+        document = as_map
+    if isinstance(document, dict):
+        document = {token: {"role": grant} if isinstance(grant, str) else grant for token, grant in document.items()}
+    return document
+
+
 def parse_tokens(document: Any, source: str = "tokens") -> dict[str, TokenGrant]:
+    document = _normalised(document)
     try:
         parsed = _TokenFile.model_validate(document, strict=True).root
     except ValidationError as exc:

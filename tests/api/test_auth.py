@@ -180,6 +180,19 @@ def test_load_tokens(tmp_path):
     assert not is_open(settings) and is_open(ApiSettings.from_tokens_file(None))
 
 
+@pytest.mark.parametrize("document", [
+    {"adm1n": "admin", "aud1t": "auditor", "sub": {"role": "submitter", "namespaces": ["team-a"]}},
+    [{"token": "adm1n", "role": "admin"}, {"token": "aud1t", "role": "auditor"},
+     {"token": "sub", "role": "submitter", "namespaces": ["team-a"]}],
+    {"tokens": [{"token": "adm1n", "role": "admin"}, {"token": "aud1t", "role": "auditor"},
+                {"token": "sub", "role": "submitter", "namespaces": ["team-a"]}]},
+], ids=["role strings", "list", "list under tokens"])
+def test_other_shapes_of_the_tokens_file(tmp_path, document):
+    tokens = load_tokens(_write(tmp_path, document))
+    assert {t: g.role for t, g in tokens.items()} == {"adm1n": "admin", "aud1t": "auditor", "sub": "submitter"}
+    assert tokens["sub"].namespaces == frozenset({"team-a"})
+
+
 @pytest.mark.parametrize(("document", "message"), [
     ("{not json", "not JSON"),
     ("[]", "(root)"),
@@ -191,6 +204,9 @@ def test_load_tokens(tmp_path):
     ({"super-secret-token": {"role": "submitter", "namespaces": ["Team_A"]}}, "DNS-1123"),
     ({"super secret token": {"role": "admin"}}, "bearer token"),
     ({"super-secret-token": {"role": "admin", "extra": 1}}, "extra"),
+    ({"super-secret-token": "root"}, "role"),
+    ({"super-secret-token": "submitter"}, "namespaces"),
+    ([{"token": "super-secret-token", "role": "admin", "extra": 1}], "extra"),
 ])
 def test_bad_tokens_file(tmp_path, document, message):
     with pytest.raises(TokenFileError) as failure:
