@@ -245,7 +245,7 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
     may_preempt = g.workload.spec.preemption_policy != NEVER
     if g.scheduled:
         # leftover pods: one by one; a gang's leftovers never preempt, a basic pod may
-        result = pl.attempt(state, g, unplaced, 1, explain=True)
+        result = _attempt(state, g, unplaced, 1)
         if result.placeable:
             _emit_placement(state, g, result, emit, ev.PODS_SCHEDULED)
             if spec.gang or not may_preempt or g.placed == g.total:
@@ -257,7 +257,7 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
         return _preempt_one(state, g, unplaced[0], emit, result)
 
     need = spec.min_count if spec.gang else 1
-    result = pl.attempt(state, g, unplaced, need, explain=True)
+    result = _attempt(state, g, unplaced, need)
     if result.ok:
         _emit_placement(state, g, result, emit, ev.POD_GROUP_SCHEDULED)
         return "placed"
@@ -274,6 +274,18 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
         return "failed"
     _emit_preemption(state, g, plan, emit, ev.POD_GROUP_SCHEDULED)
     return "evicted"
+
+
+def _attempt(state: ClusterState, g: Group, pods: list[int], need: int) -> pl.Attempt:
+    """pl.attempt, with the per-node reasons computed only when they will be recorded: on
+    a group's first failed try, or when a placement leaves pods unplaced. A retry that
+    fails records nothing (model.md *Explanations*), so it need not explain itself."""
+    if g.needs_explanation:
+        return pl.attempt(state, g, pods, need, explain=True)
+    result = pl.attempt(state, g, pods, need, explain=False)
+    if result.ok and result.placeable < len(pods):
+        result = pl.attempt(state, g, pods, need, explain=True)  # rare: the same try, explained
+    return result
 
 
 def _preempt_one(state: ClusterState, g: Group, pod: int, emit: Emit, failed: pl.Attempt) -> str:
