@@ -108,7 +108,32 @@ def handle_input_error(request: Request[Any, Any, Any], exc: InputValidationErro
     return problem_response(exc.problem())
 
 
+def _store_unavailable(exc: BaseException) -> bool:
+    """The event store cannot be reached or has no schema (a database down, a connection lost,
+    `serve --no-migrate` on an empty database, a pool timeout): nothing the caller did wrong."""
+    try:
+        from sqlalchemy import exc as sa_exc
+        if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.ProgrammingError,
+                            sa_exc.TimeoutError, sa_exc.DisconnectionError)):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        import asyncpg
+        if isinstance(exc, (asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+                            asyncpg.exceptions.UndefinedTableError, asyncpg.CannotConnectNowError)):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    return isinstance(exc, (ConnectionError, TimeoutError, OSError))
+
+
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    if _store_unavailable(exc):
+        log.error("api.store_unavailable", method=request.method, path=request.url.path,
+                  error=type(exc).__name__, detail=str(exc)[:500])
+        return problem_response(problem(503, "the event store is unavailable; retry later (see /readyz)",
+                                        type=problems.SERVICE_UNAVAILABLE), {"Retry-After": "1"})
     log.exception("api.unhandled", method=request.method, path=request.url.path, error=type(exc).__name__)
     return problem_response(problem(500, "the server failed to answer this request; it has been logged",
                                     type=problems.INTERNAL))

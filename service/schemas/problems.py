@@ -17,6 +17,7 @@ FORBIDDEN = PROBLEM_BASE + "forbidden"
 METHOD_NOT_ALLOWED = PROBLEM_BASE + "method-not-allowed"
 TOO_LARGE = PROBLEM_BASE + "content-too-large"
 NOT_READY = PROBLEM_BASE + "not-ready"
+SERVICE_UNAVAILABLE = PROBLEM_BASE + "service-unavailable"
 INTERNAL = PROBLEM_BASE + "internal-server-error"
 
 

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
+from sqlalchemy import exc as sa_exc
 
 from service.api import ApiSettings, create_app
 from tests.api.conftest import BASE, NODE, RecordingGangplank
@@ -119,6 +120,29 @@ def test_readiness_that_raises_is_503_not_500():
 
     with TestClient(create_app(Broken(), ApiSettings())) as client:
         is_problem(client.get("/readyz"), 503)
+
+
+@pytest.mark.parametrize("failure", [
+    ConnectionRefusedError("connection refused"),
+    sa_exc.OperationalError("INSERT ...", {}, Exception("no such table: events")),
+    sa_exc.InterfaceError("SELECT 1", {}, Exception("connection is closed")),
+    sa_exc.ProgrammingError("SELECT ...", {}, Exception('relation "events" does not exist')),
+    TimeoutError("pool timeout"),
+], ids=["refused", "operational", "interface", "no schema", "timeout"])
+def test_an_unavailable_store_is_503_with_retry_after(failure):
+    """The event store down or not migrated (`serve --no-migrate`): the service cannot answer now,
+    which is a 503 problem the caller may retry (as /readyz says), not an internal error."""
+    class Down(RecordingGangplank):
+        async def execute(self, *args, **kwargs):
+            raise failure
+
+        async def list_nodes(self, cluster):
+            raise failure
+
+    with TestClient(create_app(Down(), ApiSettings()), raise_server_exceptions=False) as client:
+        for response in (client.put(f"{BASE}/nodes/n1", json=NODE), client.get(f"{BASE}/nodes")):
+            doc = is_problem(response, 503)
+            assert doc["type"].endswith("/service-unavailable") and response.headers["retry-after"]
 
 
 def test_metrics(client, service):
