@@ -111,6 +111,10 @@ def handle_input_error(request: Request[Any, Any, Any], exc: InputValidationErro
 def _store_unavailable(exc: BaseException) -> bool:
     """The event store cannot be reached or has no schema (a database down, a connection lost,
     `serve --no-migrate` on an empty database, a pool timeout): nothing the caller did wrong."""
+    from service.store.base import StoreUnavailable
+
+    if isinstance(exc, StoreUnavailable):
+        return True
     try:
         from sqlalchemy import exc as sa_exc
         if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.ProgrammingError,

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import gc
 import json
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -27,6 +28,50 @@ DbOpt = typer.Option(None, "--database-url", help="SQLAlchemy URL (default: GANG
 
 def _db(url: Optional[str]) -> str:
     return url or default_database_url()
+
+
+def _fail(message: str) -> None:
+    console.print(message, markup=False, highlight=False)
+    raise typer.Exit(2)
+
+
+def _check_cluster(cluster: str) -> None:
+    from service.schemas.names import cluster_name_error
+
+    if (reason := cluster_name_error(cluster)) is not None:
+        _fail(f"--cluster {cluster!r}: {reason}")
+
+
+def _check_until(until: Optional[int]) -> None:
+    if until is not None and until < 0:
+        _fail(f"--until {until}: must be a position (0 or more)")
+
+
+def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A command that cannot run (unreadable file, not JSON lines, a database that is not there,
+    a bad URL) says why on stderr and exits 2, without a traceback; exit 1 stays the answer
+    "verification failed" (or "not found")."""
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except OSError as exc:
+            _fail(f"error: {exc}")
+        except json.JSONDecodeError as exc:
+            _fail(f"error: not JSON lines: {exc}")
+        except Exception as exc:
+            from sqlalchemy import exc as sa_exc
+
+            from service.store.base import StoreUnavailable
+
+            if isinstance(exc, (sa_exc.SQLAlchemyError, StoreUnavailable)):
+                _fail(f"error: the database cannot be used: {str(exc).splitlines()[0]}")
+            if isinstance(exc, (ValueError, KeyError, TypeError)):
+                _fail(f"error: {type(exc).__name__}: {exc}")
+            raise
+    return run
 
 
 @app.command()
@@ -62,6 +107,7 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
 
 
 @app.command()
+@_friendly
 def migrate(database_url: Optional[str] = DbOpt) -> None:
     """Bring the schema to the latest migration."""
     from service.store.migrate import upgrade
@@ -153,12 +199,15 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
 
 
 @app.command()
+@_friendly
 def replay(cluster: str = typer.Option(..., "--cluster"),
            until: Optional[int] = typer.Option(None, "--until"),
            verify: bool = typer.Option(False, "--verify", help="re-decide every input and compare byte for byte"),
            from_file: Optional[str] = typer.Option(None, "--from-file", help="an export (JSON lines)"),
            database_url: Optional[str] = DbOpt) -> None:
     """Rebuild a cluster's state from its events and print a summary."""
+    _check_cluster(cluster)
+    _check_until(until)
     from service.app.audit import read_jsonl, replay as run_replay
 
     # One long fold that allocates much and frees little: the cyclic GC would rescan the growing
@@ -203,10 +252,13 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
 
 
 @app.command()
+@_friendly
 def export(cluster: str = typer.Option(..., "--cluster"),
            until: Optional[int] = typer.Option(None, "--until"),
            database_url: Optional[str] = DbOpt) -> None:
     """Write the cluster's events as JSON lines (stdout)."""
+    _check_cluster(cluster)
+    _check_until(until)
     from service.store.base import canonical_json
 
     for env in asyncio.run(_envelopes(_db(database_url), cluster, until)):
@@ -214,8 +266,10 @@ def export(cluster: str = typer.Option(..., "--cluster"),
 
 
 @audit_app.command("verify")
+@_friendly
 def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: Optional[str] = DbOpt) -> None:
     """Check the hash chain; exit 1 naming the first bad position."""
+    _check_cluster(cluster)
     from service.store import open_store
 
     async def run() -> Any:
@@ -236,6 +290,7 @@ def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: Op
 
 
 @audit_app.command("explain")
+@_friendly
 def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME"),
                   cluster: str = typer.Option(..., "--cluster"),
                   database_url: Optional[str] = DbOpt) -> None:
@@ -244,6 +299,7 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME"),
     from service.app.service import Gangplank
     from service.store import open_store
 
+    _check_cluster(cluster)
     if "/" not in workload:
         console.print("[red]give the workload as NAMESPACE/NAME[/]")
         raise typer.Exit(2)

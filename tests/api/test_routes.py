@@ -8,6 +8,7 @@ from litestar.testing import TestClient
 from sqlalchemy import exc as sa_exc
 
 from service.api import ApiSettings, create_app
+from service.store.base import StoreUnavailable
 from tests.api.conftest import BASE, NODE, RecordingGangplank
 
 
@@ -128,7 +129,8 @@ def test_readiness_that_raises_is_503_not_500():
     sa_exc.InterfaceError("SELECT 1", {}, Exception("connection is closed")),
     sa_exc.ProgrammingError("SELECT ...", {}, Exception('relation "events" does not exist')),
     TimeoutError("pool timeout"),
-], ids=["refused", "operational", "interface", "no schema", "timeout"])
+    StoreUnavailable("OperationalError: unable to open database file"),
+], ids=["refused", "operational", "interface", "no schema", "timeout", "store unavailable"])
 def test_an_unavailable_store_is_503_with_retry_after(failure):
     """The event store down or not migrated (`serve --no-migrate`): the service cannot answer now,
     which is a 503 problem the caller may retry (as /readyz says), not an internal error."""

@@ -207,3 +207,25 @@ async def test_snapshots_and_read_tables_are_caches(incident):
             assert await fresh.state_at(C, mark) == await svc.state_at(C, mark)
     finally:
         await fresh.store.close()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["replay", "--cluster", C, "--from-file", "/nonexistent/events.jsonl"], "No such file"),
+    (["replay", "--cluster", C, "--verify", "--from-file", "{bad}"], "not JSON lines"),
+    (["audit", "verify", "--cluster", C, "--database-url", "nonsense://x"], "unsupported database URL"),
+    (["audit", "verify", "--cluster", C, "--database-url", "sqlite+aiosqlite:////nonexistent/dir/x.db"],
+     "database cannot be used"),
+    (["export", "--cluster", "Not_A_Cluster", "--database-url", "sqlite+aiosqlite:////nonexistent/x.db"],
+     "cluster name"),
+    (["replay", "--cluster", C, "--until", "-3", "--from-file", "/nonexistent/events.jsonl"], "--until"),
+], ids=["missing file", "not JSON", "bad URL", "no database", "bad cluster", "negative until"])
+def test_a_command_that_cannot_run_exits_2_with_a_message(tmp_path, args, says):
+    """Exit 1 means "verification failed" (cli.md); a command that cannot run at all says why and
+    exits 2, without a traceback."""
+    if "{bad}" in args:
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("{not json\n")
+        args = [str(bad) if a == "{bad}" else a for a in args]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert says in result.output and "Traceback" not in result.output
