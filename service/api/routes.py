@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import datetime, timezone
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, Optional
 
 from litestar import Request, Response, Router, delete, get, post, put
 from litestar.handlers import HTTPRouteHandler
@@ -50,6 +50,22 @@ _SEGMENT_CHECKS: dict[str, Callable[[str], str | None]] = {
     "workload": dns1123_label_error,
     "object": dns1123_subdomain_error,
 }
+
+
+# `?dryRun=true` (http.md); also Kubernetes' own spelling, `?dryRun=All` (what `kubectl --dry-run=server`
+# sends), on every mutating route: the answer that would result, nothing recorded.
+DryRun = Annotated[Optional[str], QueryParameter(
+    name="dryRun", description="`true` (or Kubernetes' `All`): answer with what would result; record nothing.",
+    schema_extra={"enum": ["true", "false", "All", "1", "0"]})]
+_DRY_RUN_VALUES = {"true": True, "1": True, "all": True, "false": False, "0": False}
+
+
+def dry_run_of(value: str | bool | None) -> tuple[bool, list[dict[str, Any]]]:
+    if value is None or isinstance(value, bool):
+        return bool(value), []
+    if (flag := _DRY_RUN_VALUES.get(value.lower())) is None:
+        return False, [{"loc": ["query", "dryRun"], "msg": "must be true, false or All"}]
+    return flag, []
 
 
 def service_of(request: Request[Any, Any, Any]) -> Gangplank:
@@ -113,13 +129,15 @@ def outcome_response(outcome: Outcome, *, location: str | None = None) -> Respon
 
 async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[str, Any] | None], Command], *,
                   body_kind: str | None = None, body_name: str | None = None, body_namespace: str | None = None,
-                  dry_run: bool = False, location: Callable[[Command], str] | None = None,
+                  dry_run: str | bool | None = None, location: Callable[[Command], str] | None = None,
                   shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response[Any]:
     """Read and validate (Idempotency-Key, body), run one command, answer with its Outcome."""
     # read on every route, also where nothing is parsed (DELETE): a body over the limit is a 413 whatever
     # it holds (Content-Length is checked before anything is read, streamed bytes are counted)
     raw = await request.body()
+    dry, dry_run_errors = dry_run_of(dry_run)
     key, errors = _idempotency_key(request)
+    errors = [*dry_run_errors, *errors]
     body: dict[str, Any] | None = None
     if body_kind is not None:
         try:
@@ -136,9 +154,9 @@ async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[s
                          scope.get("query_string", b""), raw)
     outcome = await service_of(request).execute(
         command, origin,
-        idempotency_key=None if dry_run else key,
-        fingerprint=None if dry_run or key is None else request_fingerprint,
-        dry_run=dry_run,
+        idempotency_key=None if dry else key,
+        fingerprint=None if dry or key is None else request_fingerprint,
+        dry_run=dry,
     )
     if shape is not None and 200 <= int(outcome.status) < 300:
         outcome.body = shape(outcome.body)
@@ -190,15 +208,17 @@ def _inventory_handlers(segment: str, kind: str, upsert: str, remove: str | None
             return not_found(f"{noun} {name!r} not found in cluster {cluster!r}")
         return json_response(view)
 
-    async def put_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment) -> Response[Any]:
+    async def put_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment,
+                   dry_run: DryRun = None) -> Response[Any]:
         check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
         return await execute(request, lambda body: Command(cluster=cluster, type=upsert, name=name, body=body),
-                             body_kind=kind, body_name=name)
+                             body_kind=kind, body_name=name, dry_run=dry_run)
 
-    async def delete_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment) -> Response[Any]:
+    async def delete_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment,
+                      dry_run: DryRun = None) -> Response[Any]:
         check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
         return await execute(request, lambda _: Command(cluster=cluster, type=remove, name=name),  # type: ignore[arg-type]
-                             shape=None if segment == "nodes" else with_released)
+                             shape=None if segment == "nodes" else with_released, dry_run=dry_run)
 
     handlers = [
         get(f"/{segment}", operation_id=f"list{kind}s", summary=f"List the {noun}s", tags=tags,
@@ -221,8 +241,7 @@ Phase = Literal["Pending", "Scheduled", "Finished"]
 
 async def submit_workload(
     request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
-    dry_run: Annotated[bool, QueryParameter(name="dryRun", description="Answer with the view that would result; "
-                                                                   "record nothing.")] = False,
+    dry_run: DryRun = None,
 ) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"))
 
@@ -244,10 +263,10 @@ async def get_workload(request: Request[Any, Any, Any], cluster: ClusterSegment,
 
 
 async def delete_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
-                          name: WorkloadSegment) -> Response[Any]:
+                          name: WorkloadSegment, dry_run: DryRun = None) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
     return await execute(request, lambda _: Command(cluster=cluster, type="DeleteWorkload", name=name,
-                                                    namespace=namespace))
+                                                    namespace=namespace), dry_run=dry_run)
 
 
 async def workload_history(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,

@@ -194,6 +194,31 @@ def test_dry_run_executes_without_recording(client, service):
     assert kwargs == {"idempotency_key": None, "fingerprint": None, "dry_run": True}
 
 
+@pytest.mark.parametrize(("method", "url", "payload"), [
+    ("POST", WL_URL, WORKLOAD),
+    ("PUT", f"{BASE}/nodes/n1", NODE),
+    ("DELETE", f"{BASE}/nodes/n1", None),
+    ("DELETE", f"{WL_URL}/train-7", None),
+])
+@pytest.mark.parametrize("value", ["true", "All", "1"])
+def test_dry_run_on_every_mutating_route(client, service, method, url, payload, value):
+    """`?dryRun=true` (http.md), and Kubernetes' `?dryRun=All`, on every mutating route."""
+    response = client.request(method, f"{url}?dryRun={value}", json=payload, headers={"Idempotency-Key": "k"})
+    assert response.status_code == 200, response.text
+    ((_, _, kwargs),) = service.executed
+    assert kwargs == {"idempotency_key": None, "fingerprint": None, "dry_run": True}
+
+
+def test_a_bad_dry_run_and_a_bad_body_are_named_together(client, service):
+    bad = body(WORKLOAD)
+    bad["priority"] = "high"
+    response = client.post(f"{WL_URL}?dryRun=maybe", json=bad)
+    assert response.status_code == 422
+    locs = [e["loc"] for e in response.json()["errors"]]
+    assert ["query", "dryRun"] in locs and ["body", "priority"] in locs
+    assert service.executed == []
+
+
 @pytest.mark.parametrize("status", [404, 409, 422])
 def test_service_rejections_are_problem_documents(client, service, status):
     problem = {"type": "https://gangplank.dev/problems/conflict", "title": "Conflict", "status": status,

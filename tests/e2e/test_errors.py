@@ -197,3 +197,22 @@ def test_dry_run_records_nothing(client: TestClient, api: Api) -> None:
     real = api.submit(workload("dry", 2, cpu="2"), headers=key)
     assert real.status_code == 201
     assert real.json()["status"] == view["status"]
+
+
+def test_dry_run_on_inventory_and_deletion_records_nothing(client: TestClient, api: Api) -> None:
+    """Kubernetes' dry run (`?dryRun=All`, or http.md's `true`) on PUT and DELETE: the answer that would
+    result, 200, nothing recorded."""
+    before = api.last_position()
+    r = client.put(api.url("/nodes/n2?dryRun=All"), json=node(cpu="8"))
+    assert r.status_code == 200, r.text
+    assert r.json()["dryRun"] is True and r.json()["name"] == "n2"
+    assert api.get("/nodes/n2").status_code == 404
+    r = client.delete(api.url("/namespaces/team-a/workloads/taken?dryRun=true"))
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["phase"] == "Finished" and r.json()["dryRun"] is True
+    assert api.workload("taken").json()["status"]["phase"] != "Finished"
+    r = client.delete(api.url("/nodes/n1?dryRun=All"))
+    assert r.status_code == 200 and r.json()["dryRun"] is True
+    assert api.get("/nodes/n1").status_code == 200
+    problem(client.delete(api.url("/nodes/nope?dryRun=All")), 404)
+    assert api.last_position() == before
