@@ -189,7 +189,14 @@ def parse_tokens(document: Any, source: str = "tokens") -> dict[str, TokenGrant]
 
 def load_tokens(path: str | Path) -> dict[str, TokenGrant]:
     """Read a tokens file (format in the module docstring); TokenFileError when it is wrong.
-    Error messages never include a token."""
+    Error messages never include a token. A value that is itself a JSON document (it starts with `{`
+    or `[`: `GANGPLANK_TOKENS='{"<token>": {"role": "admin"}}'`, as containers are often configured)
+    is read as the tokens, not as a file name."""
+    if str(path).lstrip().startswith(("{", "[")):
+        try:
+            return parse_tokens(json.loads(str(path)), "inline tokens")
+        except json.JSONDecodeError as exc:
+            raise TokenFileError(f"inline tokens: not JSON: {exc.msg} at line {exc.lineno}") from None
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

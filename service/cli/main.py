@@ -87,7 +87,7 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
     """Run the HTTP API (and the Kafka consumer and outbox relay with --kafka-bootstrap)."""
     import uvicorn
 
-    from service.api.settings import ApiSettings, resolve_bind_host
+    from service.api.settings import ApiSettings, TokenFileError, resolve_bind_host
     from service.bootstrap import build_app
     from service.logging import configure_logging
 
@@ -98,7 +98,10 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
     settings = Settings.from_env(database_url=database_url, host=host, port=port, tokens_file=tokens,
                                  kafka_bootstrap=kafka_bootstrap, kafka_idempotence=kafka_idempotence)
     settings.migrate = not no_migrate
-    api_settings = ApiSettings.from_tokens_file(settings.tokens_file)
+    try:
+        api_settings = ApiSettings.from_tokens_file(settings.tokens_file)
+    except TokenFileError as exc:  # its message never holds a token
+        _fail(f"error: {exc}")
     bind = resolve_bind_host(api_settings, settings.host)
     application = build_app(settings, api_settings)
     # no proxy-header rewriting (nothing here reads client addresses): one middleware less per request

@@ -215,6 +215,15 @@ def test_bad_tokens_file(tmp_path, document, message):
     assert "super-secret-token" not in str(failure.value) and "super secret token" not in str(failure.value)
 
 
+def test_tokens_given_inline_as_json():
+    """GANGPLANK_TOKENS / --tokens may hold the JSON itself (a container's environment), not only a path."""
+    tokens = load_tokens('{"adm1n": {"role": "admin"}, "sub": {"role": "submitter", "namespaces": ["a"]}}')
+    assert tokens["adm1n"].role == "admin" and tokens["sub"].namespaces == frozenset({"a"})
+    with pytest.raises(TokenFileError) as failure:
+        load_tokens('{"super-secret-token": {"role": "root"}')
+    assert "super-secret-token" not in str(failure.value)
+
+
 def test_missing_tokens_file(tmp_path):
     with pytest.raises(TokenFileError):
         load_tokens(str(tmp_path / "nope.json"))

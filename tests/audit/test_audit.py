@@ -218,7 +218,9 @@ async def test_snapshots_and_read_tables_are_caches(incident):
     (["export", "--cluster", "Not_A_Cluster", "--database-url", "sqlite+aiosqlite:////nonexistent/x.db"],
      "cluster name"),
     (["replay", "--cluster", C, "--until", "-3", "--from-file", "/nonexistent/events.jsonl"], "--until"),
-], ids=["missing file", "not JSON", "bad URL", "no database", "bad cluster", "negative until"])
+    (["serve", "--tokens", "/nonexistent/tokens.json", "--database-url", "sqlite+aiosqlite:////nonexistent/x.db"],
+     "cannot read the tokens file"),
+], ids=["missing file", "not JSON", "bad URL", "no database", "bad cluster", "negative until", "tokens file"])
 def test_a_command_that_cannot_run_exits_2_with_a_message(tmp_path, args, says):
     """Exit 1 means "verification failed" (cli.md); a command that cannot run at all says why and
     exits 2, without a traceback."""
