@@ -16,7 +16,7 @@ from service.schemas.common import StrictModel
 from service.schemas.devices import DeviceClass, ResourceSlice
 from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.inventory import Node, PriorityClass
-from service.schemas.workload import Workload
+from service.schemas.workload import MAX_PODS_PER_WORKLOAD, Workload
 
 BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload"]
 BODY_MODELS: dict[str, type[StrictModel]] = {
@@ -108,6 +108,73 @@ def parse_json(raw: bytes | bytearray | memoryview | str, loc: Sequence[str | in
     return value
 
 
+def _is_count(value: Any) -> bool:
+    return type(value) is int and 1 <= value <= MAX_PODS_PER_WORKLOAD
+
+
+def workload_cross_field_errors(body: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    """The workload's cross-field rules, checked on the raw JSON wherever the fields a rule relates
+    are themselves valid, so that a body failing elsewhere still gets them named (the models check
+    a rule only when the whole object holding it is valid). Same messages as the models."""
+    errors: list[tuple[tuple[Any, ...], str]] = []
+
+    def dicts(value: Any) -> list[tuple[int, dict[str, Any]]]:
+        return [(i, v) for i, v in enumerate(value) if isinstance(v, dict)] if isinstance(value, list) else []
+
+    def duplicates(where: tuple[Any, ...], items: Any) -> None:
+        seen: set[str] = set()
+        for i, item in dicts(items):
+            name = item.get("name")
+            if isinstance(name, str):
+                if name in seen:
+                    errors.append(((*where, i, "name"), f"duplicate name {name!r}"))
+                seen.add(name)
+
+    if "priority" in body and "priorityClassName" in body:
+        errors.append((("priorityClassName",), "must not be set together with priority"))
+    groups = dicts(body.get("podGroups"))
+    duplicates(("podGroups",), body.get("podGroups"))
+    duplicates(("resourceClaims",), body.get("resourceClaims"))
+    duplicates(("resourceClaimTemplates",), body.get("resourceClaimTemplates"))
+    templates = {t.get("name") for _, t in dicts(body.get("resourceClaimTemplates"))}
+    templates_known = isinstance(body.get("resourceClaimTemplates", []), list)
+
+    def claims(where: tuple[Any, ...], entries: Any) -> None:
+        duplicates(where, entries)
+        for i, claim in dicts(entries):
+            template = claim.get("resourceClaimTemplateName")
+            if templates_known and isinstance(template, str) and template not in templates:
+                errors.append(((*where, i, "resourceClaimTemplateName"),
+                               f"no resourceClaimTemplates entry named {template!r}"))
+
+    claims(("resourceClaims",), body.get("resourceClaims"))
+    total: int | None = 0
+    for g, group in groups:
+        claims(("podGroups", g, "resourceClaims"), group.get("resourceClaims"))
+        duplicates(("podGroups", g, "pods"), group.get("pods"))
+        entries = dicts(group.get("pods"))
+        counts = [entry.get("count", 1) for _, entry in entries]
+        for p, entry in entries:
+            claims(("podGroups", g, "pods", p, "resourceClaims"), entry.get("resourceClaims"))
+        valid = isinstance(group.get("pods"), list) and len(entries) == len(group["pods"]) and entries \
+            and all(_is_count(c) for c in counts)
+        if not valid:
+            total = None
+            continue
+        count = sum(counts)
+        if total is not None:
+            total += count
+        policy = group.get("schedulingPolicy")
+        gang = policy.get("gang") if isinstance(policy, dict) else None
+        min_count = gang.get("minCount") if isinstance(gang, dict) else None
+        if _is_count(min_count) and min_count > count:
+            errors.append((("podGroups", g, "schedulingPolicy", "gang", "minCount"),
+                           f"must be at most the group's pod count ({count})"))
+    if total is not None and total > MAX_PODS_PER_WORKLOAD:
+        errors.append((("podGroups",), f"a workload has at most {MAX_PODS_PER_WORKLOAD} pods (this one has {total})"))
+    return errors
+
+
 def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[str, Any], *,
                   name: str | None = None, namespace: str | None = None,
                   loc: Sequence[str | int] = ("body",)) -> dict[str, Any]:
@@ -131,7 +198,12 @@ def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[st
     try:
         validated = model.model_validate(value, strict=True)
     except ValidationError as exc:
-        raise InputValidationError(pydantic_errors(exc, loc)) from None
+        errors = pydantic_errors(exc, loc)
+        if kind == "Workload":  # also the cross-field rules whose own fields are valid (http.md: every field)
+            named = {tuple(e["loc"]) for e in errors}
+            errors += [{"loc": [*loc, *where], "msg": msg} for where, msg in workload_cross_field_errors(value)
+                       if (*loc, *where) not in named]
+        raise InputValidationError(errors) from None
     except RecursionError:  # pragma: no cover - the models are not recursive
         raise InputValidationError.single(loc, "nested too deeply") from None
     body = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)

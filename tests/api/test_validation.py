@@ -356,3 +356,23 @@ def test_workload_namespace_in_body_must_equal_the_path(client, service):
 def test_selectors_kubernetes_compiles_are_accepted(client, service, expression):
     doc = {"selectors": [{"cel": {"expression": expression}}]}
     assert client.put(CLASS_URL, json=doc).status_code == 200
+
+
+def test_cross_field_rules_are_named_with_the_other_errors(client, service):
+    """http.md: the errors name every offending field, also when a rule relating fields (minCount and
+    the pods, distinct names, template references, priority with priorityClassName) breaks in a body
+    that fails elsewhere too."""
+    doc = {"name": "Bad_", "priority": 1, "priorityClassName": "high",
+           "podGroups": [{"name": "g", "schedulingPolicy": {"gang": {"minCount": 5}},
+                          "resourceClaims": [{"name": "c", "resourceClaimTemplateName": "missing"}],
+                          "pods": [{"name": "p", "count": 4, "requests": {"cpu": "lots"}}]},
+                         {"name": "g", "schedulingPolicy": {"basic": {}}, "pods": [{"name": "q"}]}]}
+    errors = assert_422(client.post(WL_URL, json=doc),
+                        ["body", "name"],
+                        ["body", "podGroups", 0, "pods", 0, "requests", "cpu"],
+                        ["body", "podGroups", 0, "schedulingPolicy", "gang", "minCount"],
+                        ["body", "podGroups", 0, "resourceClaims", 0, "resourceClaimTemplateName"],
+                        ["body", "podGroups", 1, "name"],
+                        ["body", "priorityClassName"])
+    assert len({tuple(e["loc"]) for e in errors}) == len(errors)  # each field named once
+    assert service.executed == []
