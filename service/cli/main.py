@@ -219,8 +219,9 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
     if not verify and not from_file:
         result = _fast_replay(_db(database_url), cluster, until)
         if result is not None:
+            summary = result.summary()  # before the GC is back: a first collection would scan the whole state
+            out.print_json(json.dumps(summary))
             gc.enable()
-            out.print_json(json.dumps(result.summary()))
             return
     if from_file:
         envelopes: Any = [e for e in read_jsonl(from_file) if e.get("cluster", cluster) == cluster]
