@@ -212,28 +212,28 @@ class Replay:
         self.deleting: dict[int, tuple[str, str]] = {}  # position -> workload, of announced deletions
 
     # -- the protocol ------------------------------------------------------------------
-    def ahead(self, rows: Iterable[Row]) -> None:
+    def ahead(self, rows: Sequence[Row]) -> None:
         """Announce rows that will be folded: their deletions make submissions transient."""
         ending = self.ending
         deleted = ev.WORKLOAD_DELETED
         current = _CURRENT[deleted]
-        for position, type_, version, data in rows:
-            if type_ == deleted:
-                if isinstance(data, str):
-                    if version == current:
-                        try:
-                            lean = _decode_deleted(data)
-                        except _LEAN_ERRORS:
-                            pass
-                        else:
-                            key = (lean.namespace, lean.name)
-                            ending.add(key)
-                            self.deleting[position] = key  # its fold needs no decoding
-                            continue
-                    data = loads(data)
-                if version != current:
-                    data = upcast(type_, version, data)
-                ending.add((data["namespace"], data["name"]))
+        deleting = self.deleting
+        for position, type_, version, data in [r for r in rows if r[1] == deleted]:
+            if isinstance(data, str):
+                if version == current:
+                    try:
+                        lean = _decode_deleted(data)
+                    except _LEAN_ERRORS:
+                        pass
+                    else:
+                        key = (lean.namespace, lean.name)
+                        ending.add(key)
+                        deleting[position] = key  # its fold needs no decoding
+                        continue
+                data = loads(data)
+            if version != current:
+                data = upcast(type_, version, data)
+            ending.add((data["namespace"], data["name"]))
 
     def fold(self, rows: Iterable[Row]) -> None:
         state = self.state

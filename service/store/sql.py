@@ -252,6 +252,8 @@ _PG_HEAD_AND_IDEMPOTENCY = (
 _PG_RANGE = " position > $2 AND position <= LEAST($4, COALESCE($2 + $3, $4))"
 _PG_READ_DATA = ("SELECT position, type, schema_version, data, hash FROM events"
                  " WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
+_PG_READ_TEXT = ("SELECT position, type, schema_version, data FROM events"
+                 " WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
 _PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
             " FROM events WHERE cluster = $1 AND" + _PG_RANGE.replace("$4", "9223372036854775807")
             + " ORDER BY position LIMIT $3")
@@ -705,9 +707,13 @@ class SqlEventStore:
         """(position, type, schemaVersion, data) of the events read() gives: what folding
         needs, without the metadata and hashes (half the rows' bytes and JSON to decode).
         decode=False: data is the stored canonical JSON text, for a reader that decodes only
-        what it needs (service.domain.replay)."""
+        what it needs (service.domain.replay); rows are then sequences of those four, not
+        tuples (PostgreSQL: the driver's records), and the head hash is not remembered."""
         if limit is not None and limit <= 0:
             return []
+        if not self._is_sqlite and not decode:  # the driver's records as they come (they unpack as 4-tuples)
+            return await self._pg("fetch", _PG_READ_TEXT, cluster, after, limit,
+                                  _MAX_POSITION if until is None else until)
         if not self._is_sqlite:
             rows = await self._pg("fetch", _PG_READ_DATA, cluster, after, limit,
                                   _MAX_POSITION if until is None else until)

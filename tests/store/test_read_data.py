@@ -20,6 +20,9 @@ async def test_read_data_equals_read(store: SqlEventStore) -> None:
         full = await store.read("c", after=after, limit=limit, until=until)
         lean = await store.read_data("c", after=after, limit=limit, until=until)
         assert lean == [(e.position, e.type, e.schema_version, e.data) for e in full], (after, limit, until)
+        texts = await store.read_data("c", after=after, limit=limit, until=until, decode=False)
+        assert [(p, t, v, loads(d)) for p, t, v, d in texts] == lean, (after, limit, until)
+        assert all(type(d) is str for *_, d in texts)
     assert [p for p, *_ in await store.read_data("other")] == [1, 2]
     assert await store.read_data("nope") == []
 
