@@ -329,7 +329,7 @@ class Replay:
             return False
         state = self.state  # _open, inlined
         wl = _new_workload(Workload)
-        wl.__dict__.update(position=position, deleted_at=None, events=[position])
+        wl.__dict__ = {"position": position, "deleted_at": None, "events": [position]}
         state.workloads[key] = wl
         state.by_position[position] = wl
         self.open[key] = _Transient(wl, groups, key[0], key[1], priority, lean.preemptionPolicy,
@@ -340,7 +340,7 @@ class Replay:
               body: Any) -> None:
         state = self.state
         wl = _new_workload(Workload)
-        wl.__dict__.update(position=position, deleted_at=None, events=[position])
+        wl.__dict__ = {"position": position, "deleted_at": None, "events": [position]}
         state.workloads[key] = wl
         state.by_position[position] = wl
         self.open[key] = _Transient(wl, groups, key[0], key[1], priority, policy, body)
@@ -544,8 +544,10 @@ class Replay:
                   for g in t.groups]
         # as Workload.compact() leaves a finished workload (a spec kept as JSON text is the
         # form a snapshot restores; it is parsed on first read)
-        wl.__dict__.update(deleted_at=position, events=array("q", wl.events),
-                           _finished=(t.body, extras, t.namespace, t.name, t.priority, t.policy))
+        d = wl.__dict__
+        d["deleted_at"] = position
+        d["events"] = array("q", d["events"])
+        d["_finished"] = (t.body, extras, t.namespace, t.name, t.priority, t.policy)
 
 
 def replay(state: ClusterState, rows: Sequence[Row]) -> ClusterState:
