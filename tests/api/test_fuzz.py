@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from service.api import ApiSettings, create_app
-from tests.api.conftest import BASE, BODY_ROUTES, MUTATING_ROUTES, RecordingGangplank
+from tests.api.conftest import BASE, BODY_ROUTES, MUTATING_ROUTES, WORKLOAD, RecordingGangplank
 
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -150,3 +150,14 @@ def test_random_read_queries():
             response = client.get(f"{BASE}/{path}?{query}")
             assert response.status_code < 500, response.text
         run()
+
+
+@FUZZ
+@given(mutated(WORKLOAD))
+def test_the_cross_field_check_never_raises(document):
+    """service.schemas.validate.workload_cross_field_errors runs on raw JSON that failed validation:
+    whatever it holds, it answers a list (validate_body would swallow a failure: this keeps it honest)."""
+    from service.schemas.validate import workload_cross_field_errors
+
+    if isinstance(document, dict):
+        assert isinstance(workload_cross_field_errors(document), list)
