@@ -164,6 +164,7 @@ def _pass(state: ClusterState, emit: Emit, only: list[Group] | None) -> None:
     while _sweep_queue(state, emit):
         pass
     state.index.dirty.clear()  # every class was bounded or tried against the dirty rows
+    state.dra.take_freed()
 
 
 def _sweep_groups(state: ClusterState, emit: Emit, groups: list[Group]) -> bool:
@@ -178,6 +179,9 @@ def _sweep_groups(state: ClusterState, emit: Emit, groups: list[Group]) -> bool:
 def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
     """One sweep over the whole queue, bucket by bucket in queue order (queue.py)."""
     index = state.index
+    freed = state.dra.take_freed()
+    if freed:  # devices freed: the rows that reach them may hold more pods of a claiming class
+        index.dirty.update(np.flatnonzero(state.dra.reach_any(state, freed)).tolist())
     heap = index.heads()
     heapq.heapify(heap)
     dirty = np.fromiter(sorted(index.dirty), dtype=np.int64, count=len(index.dirty))

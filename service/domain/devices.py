@@ -433,6 +433,30 @@ class DeviceState:
                 mask &= state.nodes.selector_mask(dev.selector)[:n]
         return mask
 
+    def reach_any(self, state: "ClusterState", ids: Iterable[int]) -> np.ndarray:
+        """Rows that reach at least one of these devices."""
+        n = state.nodes.count
+        mask = np.zeros(n, dtype=bool)
+        for did in ids:
+            dev = self.devices[did]
+            if not dev.alive:
+                continue
+            if dev.kind == _NODE:
+                row = state.nodes.index.get(dev.node)  # type: ignore[arg-type]
+                if row is not None:
+                    mask[row] = True
+            elif dev.kind == _ALL:
+                return np.ones(n, dtype=bool)
+            else:
+                mask |= state.nodes.selector_mask(dev.selector)[:n]
+        return mask
+
+    def take_freed(self) -> set[int]:
+        """Devices freed since the last call (the queue's bounds grow where they are reached)."""
+        freed = self.__dict__.get("freed") or set()
+        self.__dict__["freed"] = set()
+        return freed
+
     def usable(self, state: "ClusterState", did: int) -> bool:
         """False for a device reachable only through a node that is gone."""
         dev = self.devices[did]
@@ -463,10 +487,12 @@ class DeviceState:
             keys.discard(key)
             if not keys:
                 del self.by_workload[key[1]]
+        freed = self.__dict__.setdefault("freed", set())  # (a state pickled before it: none)
         for d in alloc.device_ids:
             if self.owner.get(d) == key:
                 del self.owner[d]
                 self.busy[d] = False
+                freed.add(d)
         return alloc
 
     # -- allocation -----------------------------------------------------------------------
@@ -916,12 +942,14 @@ def upsert_class(state: "ClusterState", name: str, body: dict[str, Any]) -> None
     ds = state.dra
     ds.classes[name] = tuple(s["cel"]["expression"] for s in body.get("selectors") or ())
     ds.version += 1
+    state.index.classes.clear()  # what devices match changed: every queue bound is void
 
 
 def remove_class(state: "ClusterState", name: str) -> None:
     state.device_classes.pop(name, None)
     state.dra.classes.pop(name, None)
     state.dra.version += 1
+    state.index.classes.clear()
 
 
 def upsert_slice(state: "ClusterState", name: str, body: dict[str, Any]) -> None:
@@ -970,6 +998,7 @@ def _slice_changed(state: "ClusterState", name: str, new: _Slice | None) -> None
     lost = [a for a in (ds.drop_claim(k) for k in sorted(lost_keys)) if a is not None]
     ds.lost = (state.position + 1, lost)
     ds.version += 1
+    state.index.classes.clear()  # devices came, went or changed: every queue bound is void
 
 
 def workload_added(state: "ClusterState", wl: "Workload") -> None:

@@ -5,6 +5,7 @@ from an empty state gives exactly the live state (a property test checks it).
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 from service.domain import devices as dra
@@ -70,10 +71,15 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
 
 
 def _class_key(wl: Workload, g: Group) -> tuple | None:
-    """Groups with equal keys are placed identically from an empty start (skip index)."""
+    """Groups with equal keys are placed identically from an empty start (skip index).
+
+    Claims a pod holds alone are keyed by their templates' content (two workloads may
+    name equal templates differently, or differ under one name); shared claims carry
+    state of their own, so their groups get no class."""
     spec = wl.spec
-    if spec.claims or g.spec.claims or any(spec.shapes[s].claims for s in set(g.spec.pod_shapes)):
-        return None  # claims carry per-workload templates and shared state
+    if spec.claims or g.spec.claims:
+        return None
+    templates = dict(spec.templates)
     runs: list[tuple[Any, int]] = []
     for s in g.spec.pod_shapes:
         shape = spec.shapes[s]
@@ -81,8 +87,10 @@ def _class_key(wl: Workload, g: Group) -> tuple | None:
             runs[-1] = (shape, runs[-1][1] + 1)
         else:
             runs.append((shape, 1))
+    claims = tuple(json.dumps(templates.get(ref.template), sort_keys=True)
+                   for shape, _ in runs for ref in shape.claims)
     return (tuple(runs), g.spec.gang, g.spec.min_count, g.spec.topology_key, spec.priority,
-            spec.preemption_policy)
+            spec.preemption_policy, claims)
 
 
 def _deleted(state: ClusterState, e: ev.Event) -> None:

@@ -285,32 +285,50 @@ def _place_few(state: ClusterState, run: list[int], rows: np.ndarray, scores: np
 
 def _place_run_devices(state: ClusterState, g: Group, run: list[int], rows: np.ndarray, cols: np.ndarray,
                        vec: np.ndarray, trial: Trial, placements: list[tuple[int, int]]) -> int | None:
-    """Place identical pods with device claims: each row is also checked against the devices."""
-    shared_seen = trial.ledger.shared_made
+    """Place identical pods with device claims: each row is also checked against the devices.
+
+    As _place_run: only the rows chosen here change, so the rows are ranked once and
+    walked; a row whose devices cannot serve the pod is dropped for the rest of the run
+    (its devices only get fewer), and when a shared claim gets allocated the rows that
+    cannot reach its devices are dropped too."""
+    ledger = trial.ledger
+    shared_seen = ledger.shared_made
     if len(rows):
-        rows = rows[trial.ledger.viable(g, run[0], rows)]  # enough free devices, shared claims in reach
+        rows = rows[ledger.viable(g, run[0], rows)]  # enough free devices, shared claims in reach
     scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
+    order = np.lexsort((state.nodes.rank()[rows], -scores))
+    rows, scores = rows[order], scores[order]
+    p = 0  # rows[:p] are used up or dropped
+    settled = 0  # rows[p:settled] are in exact order, and the rows after them score lower
     last = -1
     for pod in run:
-        if last >= 0 and _row_fits(state, last, vec) and trial.ledger.try_pod(g, pod, last):
+        if last >= 0 and _row_fits(state, last, vec) and ledger.try_pod(g, pod, last):
             chosen = last
         else:
-            chosen = -1
             if last >= 0:
-                # drop the filled row, rescore nothing else: only `last` changed
-                keep = rows != last
-                rows, scores = rows[keep], scores[keep]
-            while len(rows):
-                cand = _pick(state, rows, scores, cols, vec)
-                if not _row_fits(state, cand, vec) or not trial.ledger.try_pod(g, pod, cand):
-                    keep = rows != cand
-                    if trial.ledger.shared_made != shared_seen:  # a shared claim now pins the reach
-                        keep &= trial.ledger.viable(g, pod, rows)
-                        shared_seen = trial.ledger.shared_made
-                    rows, scores = rows[keep], scores[keep]
-                    continue
-                chosen = cand
-                break
+                p += 1  # drop the filled row: only it changed
+            chosen = -1
+            while p < len(rows):
+                if p + 1 < len(rows) and p + 1 >= settled:
+                    top = scores[p:max(settled, p + 1)].max()
+                    tol = top - _EPS * max(1.0, abs(top))
+                    below = np.flatnonzero(scores[p + 1:] < tol)
+                    q = p + 1 + int(below[0]) if len(below) else len(rows)
+                    if q > settled and q - p > 1:
+                        perm = _exact_order(state, rows[p:q], cols, vec)
+                        rows[p:q], scores[p:q] = rows[p:q][perm], scores[p:q][perm]
+                    settled = max(settled, q)
+                cand = int(rows[p])
+                if _row_fits(state, cand, vec) and ledger.try_pod(g, pod, cand):
+                    chosen = cand
+                    break
+                p += 1
+                if ledger.shared_made != shared_seen:  # a shared claim now pins the reach
+                    keep = ledger.viable(g, pod, rows[p:])
+                    rows = np.concatenate([rows[:p], rows[p:][keep]])
+                    scores = np.concatenate([scores[:p], scores[p:][keep]])
+                    settled = p  # the order past p is the float order again, unsettled
+                    shared_seen = ledger.shared_made
         if chosen < 0:
             return pod
         trial.add(chosen, vec)
@@ -437,7 +455,7 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     or None, per-domain counts), or None when the group is not uniform (the caller
     simulates every domain).
     """
-    if g.class_key is None or len(candidates) <= 1:
+    if g.class_key is None or len(candidates) <= 1 or dra.group_needs_devices(g):
         return None
     shape = g.spec.pod_shapes[pods[0]]
     if any(g.spec.pod_shapes[p] != shape for p in pods):

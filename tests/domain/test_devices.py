@@ -511,3 +511,49 @@ def test_decide_is_pure_and_replay_is_byte_identical():
     assert first[0].data["claims"][0]["devices"][0]["device"] == "gpu-1"
     from service.domain.views import canonical
     assert canonical(before) == canonical(s.state)
+
+
+# -- the queue's class index with device claims ---------------------------------------------------
+def test_waiting_claim_groups_share_a_class_and_place_when_their_devices_come_back():
+    s = Sim()
+    device_class(s)
+    gpus_node(s, "a", [0, 0])
+    tpl = template("two", 2)
+    submit_claiming(s, "holder", tpl)
+    submit_claiming(s, "w1", tpl)
+    submit_claiming(s, "w2", tpl)
+    g1 = s.state.group("default", "w1", "g")
+    g2 = s.state.group("default", "w2", "g")
+    assert g1.class_key is not None and g1.class_key == g2.class_key  # equal templates: one class
+    assert s.group("w1")["phase"] == "Pending" and s.group("w2")["phase"] == "Pending"
+    # a deletion elsewhere frees nothing these need: they stay pending, tried or skipped
+    s.node("b", cpu="64")
+    s.delete("holder")  # its two GPUs come back: the first waiting group takes them
+    assert s.group("w1")["phase"] == "Scheduled"
+    assert s.group("w2")["phase"] == "Pending"
+    node_slice(s, "b", [gpu("gpu-0"), gpu("gpu-1")])  # new devices: the other one places
+    assert s.group("w2")["phase"] == "Scheduled"
+    s.assert_replay_equal()
+
+
+def test_a_network_device_freed_by_a_pod_on_one_node_serves_a_waiting_pod_on_another():
+    s = Sim()
+    device_class(s, "nic", driver="nic.example.com")
+    s.node("a", cpu="1")
+    s.node("b", labels={"only": "b"}, cpu="1")
+    s.run("UpsertResourceSlice", "fabric", body={
+        "driver": "nic.example.com", "pool": {"name": "fabric", "generation": 1}, "allNodes": True,
+        "devices": [{"name": "nic-0"}]})
+    tpl = template("nic", 1, cls="nic")
+    s.submit("first", basic("g", with_claims({**pods(1, cpu="1"), "nodeSelector": {}}, ("gpus", "nic"))),
+             resourceClaimTemplates=[tpl])
+    assert s.placements("first") == {"p-0": "a"}
+    waiting = with_claims({**pods(1, cpu="1"), "nodeSelector": {"only": "b"}}, ("gpus", "nic"))
+    s.submit("second", basic("g", waiting), resourceClaimTemplates=[tpl])
+    s.submit("third", basic("g", waiting), resourceClaimTemplates=[tpl])  # same class, behind it
+    assert s.group("second")["phase"] == "Pending"  # b has cpu, but the one nic is taken
+    # deleting `first` touches only node a, but the nic it frees is reached from b too
+    s.delete("first")
+    assert s.placements("second") == {"p-0": "b"}
+    assert s.group("third")["phase"] == "Pending"
+    s.assert_replay_equal()
