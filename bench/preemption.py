@@ -229,6 +229,19 @@ def main() -> None:
         return out
 
     pre.plan = timed_plan
+    # one preemption decision: the preemptor's try that evicts (plan, its events, folding them)
+    from service.domain import decider as dec
+    decision_times: list[float] = []
+    real_try = dec._try
+
+    def timed_try(*a, **kw):
+        t0 = time.perf_counter()
+        out = real_try(*a, **kw)
+        if d.timing and out == "evicted":
+            decision_times.append(time.perf_counter() - t0)
+        return out
+
+    dec._try = timed_try
     # the candidate order is kept per state and brought up to date incrementally; its first
     # build (once per state object: after a restart, a restore, or journal overflow... see
     # preemption._Order) is timed apart
@@ -242,6 +255,7 @@ def main() -> None:
     gc.freeze()
     d.samples.clear()
     plan_times.clear()
+    decision_times.clear()
     prof = cProfile.Profile() if args.profile else None
     high: list[str] = []
     t0 = time.perf_counter()
@@ -270,6 +284,7 @@ def main() -> None:
         prof.disable()
     wall = time.perf_counter() - t0
     pre.plan = real_plan
+    dec._try = real_try
 
     pre_in = [s for s in d.samples if s[3]]
     with_victims = [dt for dt, why in plan_times if why != pre.NO_VICTIMS]
@@ -282,6 +297,10 @@ def main() -> None:
         "preempting_input_cpu_p99_ms": pct([s[2] for s in pre_in], 0.99),
         "plans_per_preempting_input": round(sum(s[5] for s in pre_in) / max(1, len(pre_in)), 1),
         "share_of_preempting_input_in_plan": round(sum(s[4] for s in pre_in) / max(1e-9, sum(s[1] for s in pre_in)), 3),
+        "preemption_decisions": len(decision_times),
+        "preemption_decision_p50_ms": pct(decision_times, 0.5),
+        "preemption_decision_p99_ms": pct(decision_times, 0.99),
+        "preemption_decision_max_ms": pct(decision_times, 1.0),
         "plan_calls_with_candidates": len(with_victims),
         "plan_p50_ms": pct(with_victims, 0.5), "plan_p99_ms": pct(with_victims, 0.99),
         "plan_max_ms": pct(with_victims, 1.0),
