@@ -71,24 +71,6 @@ def _requested_cols(state: ClusterState, g: Group, shape: int) -> np.ndarray:
     return np.array(cols, dtype=np.int64)
 
 
-def _float_scores(state: ClusterState, rows: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> np.ndarray:
-    """Sum over requested columns of (used + request) / allocatable, in float64 (screening only).
-
-    Rows are gathered once (np.take is several times faster than 2-D fancy indexing) and
-    summed column by column, in one fixed order: identical rows get identical floats."""
-    total = np.zeros(len(rows))
-    if len(cols) == 0 or len(rows) == 0:
-        return total
-    nodes = state.nodes
-    alloc = np.take(nodes.alloc, rows, axis=0)
-    used = np.take(nodes.used, rows, axis=0)
-    for c in cols:
-        a = alloc[:, c]
-        positive = a > 0
-        total += np.where(positive, (used[:, c] + vec[c]) / np.where(positive, a, 1), 0.0)
-    return total
-
-
 def _exact(num_row: np.ndarray, alloc_row: np.ndarray) -> Fraction:
     return sum((Fraction(int(u), int(a)) for u, a in zip(num_row, alloc_row) if a > 0), Fraction(0))
 
@@ -136,17 +118,6 @@ def _exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: n
     return np.array(sorted(range(len(band)), key=lambda i: (-exact_f[i], rank[i])), dtype=np.int64)
 
 
-def _fits(state: ClusterState, rows: np.ndarray, vec: np.ndarray) -> np.ndarray:
-    """Which rows have free capacity for every requested resource (and one `pods`)."""
-    nodes = state.nodes
-    alloc = np.take(nodes.alloc, rows, axis=0)
-    used = np.take(nodes.used, rows, axis=0)
-    ok = np.ones(len(rows), dtype=bool)
-    for c in np.flatnonzero(vec):
-        ok &= alloc[:, c] - used[:, c] >= vec[c]
-    return ok
-
-
 def _row_fits(state: ClusterState, row: int, vec: np.ndarray) -> bool:
     nodes = state.nodes
     return bool(np.all(nodes.alloc[row] - nodes.used[row] >= vec))
@@ -186,7 +157,7 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         cols = _requested_cols(state, g, shape)
         rows, scores = _fitting_rows(state, np.flatnonzero(mask), cols, vec)
         if dra.pod_needs_devices(g, pods[i]):
-            failed = _place_run_devices(state, g, pods[i:run_end], rows, cols, vec, trial, placements)
+            failed = _place_run_devices(state, g, pods[i:run_end], rows, scores, cols, vec, trial, placements)
         else:
             failed = _place_run(state, pods[i:run_end], rows, scores, cols, vec, trial, placements)
         if failed is not None and explain and failure is None:
@@ -197,8 +168,11 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
 
 def _fitting_rows(state: ClusterState, rows: np.ndarray, cols: np.ndarray,
                   vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows with room for one pod of `vec`, and their float scores (one gather of the
-    rows, then column by column: see _fits and _float_scores, which this fuses)."""
+    """The rows with room for one pod of `vec`, and their float scores: the sum over the
+    requested columns of (used + request) / allocatable (for screening; exact ties are
+    settled with Fractions). The rows are gathered once (np.take is several times faster
+    than 2-D fancy indexing) and summed column by column, in one fixed order, so that
+    identical rows get identical floats."""
     if not len(rows):
         return rows, np.zeros(0)
     nodes = state.nodes
@@ -283,8 +257,9 @@ def _place_few(state: ClusterState, run: list[int], rows: np.ndarray, scores: np
     return None
 
 
-def _place_run_devices(state: ClusterState, g: Group, run: list[int], rows: np.ndarray, cols: np.ndarray,
-                       vec: np.ndarray, trial: Trial, placements: list[tuple[int, int]]) -> int | None:
+def _place_run_devices(state: ClusterState, g: Group, run: list[int], rows: np.ndarray, scores: np.ndarray,
+                       cols: np.ndarray, vec: np.ndarray, trial: Trial,
+                       placements: list[tuple[int, int]]) -> int | None:
     """Place identical pods with device claims: each row is also checked against the devices.
 
     As _place_run: only the rows chosen here change, so the rows are ranked once and
@@ -294,8 +269,8 @@ def _place_run_devices(state: ClusterState, g: Group, run: list[int], rows: np.n
     ledger = trial.ledger
     shared_seen = ledger.shared_made
     if len(rows):
-        rows = rows[ledger.viable(g, run[0], rows)]  # enough free devices, shared claims in reach
-    scores = _float_scores(state, rows, cols, vec) if len(rows) else np.zeros(0)
+        keep = ledger.viable(g, run[0], rows)  # enough free devices, shared claims in reach
+        rows, scores = rows[keep], scores[keep]
     order = np.lexsort((state.nodes.rank()[rows], -scores))
     rows, scores = rows[order], scores[order]
     p = 0  # rows[:p] are used up or dropped
