@@ -112,11 +112,8 @@ class Gangplank:
 
         light: start from a snapshot without finished workloads when it is nearer (for views
         that only list active workloads); the result then lacks finished workloads before it."""
-        snap = await self.store.latest_snapshot(cluster, SNAPSHOT_VERSION, at_or_before=until)
-        if light:
-            lite = await self.store.latest_snapshot(cluster, LIGHT_SNAPSHOT_VERSION, at_or_before=until)
-            if lite is not None and (snap is None or lite.position >= snap.position):
-                snap = lite
+        versions = (LIGHT_SNAPSHOT_VERSION, SNAPSHOT_VERSION) if light else SNAPSHOT_VERSION
+        snap = await self.store.latest_snapshot(cluster, versions, at_or_before=until)
 
         def start() -> ClusterState:
             if snap is not None:

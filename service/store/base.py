@@ -181,8 +181,9 @@ class EventStore(Protocol):
 
     async def save_snapshot(self, snapshot: Snapshot) -> None: ...
 
-    async def latest_snapshot(self, cluster: str, version: str,
-                              at_or_before: int | None = None) -> Snapshot | None: ...
+    async def latest_snapshot(self, cluster: str, version: str | Sequence[str],
+                              at_or_before: int | None = None) -> Snapshot | None:
+        """The latest of these versions at or before the position (earlier-listed wins ties)."""
 
     async def delete_snapshots(self, cluster: str | None = None) -> None: ...
 

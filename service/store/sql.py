@@ -856,18 +856,30 @@ class SqlEventStore:
             await conn.execute(stmt)
 
     @_translating
-    async def latest_snapshot(self, cluster: str, version: str,
+    async def latest_snapshot(self, cluster: str, version: str | Sequence[str],
                               at_or_before: int | None = None) -> Snapshot | None:
-        stmt = (sa.select(t_snapshots.c.position, t_snapshots.c.blob)
-                .where(t_snapshots.c.cluster == cluster, t_snapshots.c.version == version)
-                .order_by(t_snapshots.c.position.desc()).limit(1))
+        """The latest snapshot of `version` at or before the position; with several versions,
+        the latest of any of them, the earlier-listed version at equal positions (only the
+        chosen blob is fetched: a full snapshot of a long stream may be large)."""
+        versions = [version] if isinstance(version, str) else list(version)
+        stmt = (sa.select(t_snapshots.c.position, t_snapshots.c.version)
+                .where(t_snapshots.c.cluster == cluster, t_snapshots.c.version.in_(versions)))
         if at_or_before is not None:
             stmt = stmt.where(t_snapshots.c.position <= at_or_before)
+        stmt = stmt.order_by(t_snapshots.c.position.desc()).limit(len(versions))
         async with self._reader.connect() as conn:
-            row = (await conn.execute(stmt)).first()
+            heads = (await conn.execute(stmt)).all()
+            if not heads:
+                return None
+            top = heads[0][0]
+            chosen = min((versions.index(v) for p, v in heads if p == top))
+            row = (await conn.execute(
+                sa.select(t_snapshots.c.blob).where(t_snapshots.c.cluster == cluster,
+                                                    t_snapshots.c.version == versions[chosen],
+                                                    t_snapshots.c.position == top))).first()
         if row is None:
             return None
-        return Snapshot(cluster=cluster, position=int(row[0]), version=version, blob=bytes(row[1]))
+        return Snapshot(cluster=cluster, position=int(top), version=versions[chosen], blob=bytes(row[0]))
 
     @_translating
     @_finishes_when_cancelled

@@ -322,6 +322,14 @@ async def test_snapshots(store: SqlEventStore) -> None:
     assert (await store.latest_snapshot("prod", "v1", at_or_before=25)).position == 20
     assert (await store.latest_snapshot("prod", "v1", at_or_before=20)).position == 20
     assert await store.latest_snapshot("prod", "v1", at_or_before=9) is None
+    # several versions: the latest of any; at equal positions the one listed first
+    assert (await store.latest_snapshot("prod", ("v1", "v2"))).version == "v2"
+    assert (await store.latest_snapshot("prod", ("v2", "v1"), at_or_before=35)) == \
+        Snapshot("prod", 30, "v1", b"state@30")
+    await store.save_snapshot(Snapshot("prod", 30, "v2", b"v2@30"))
+    assert (await store.latest_snapshot("prod", ("v2", "v1"), at_or_before=35)).blob == b"v2@30"
+    assert (await store.latest_snapshot("prod", ("v1", "v2"), at_or_before=35)).blob == b"state@30"
+    assert await store.latest_snapshot("prod", ("v3", "v4")) is None
     await store.save_snapshot(Snapshot("prod", 30, "v1", b"rewritten"))
     assert (await store.latest_snapshot("prod", "v1")).blob == b"rewritten"
     await store.delete_snapshots("prod")
