@@ -7,6 +7,7 @@ taken every --snapshot-every events as the running service does. Then times
 Gangplank.state_at(N) for random N (p50/p99), and replay --verify over a prefix.
 
     python bench/audit.py [--events 1000000] [--queries 200] [--verify-events 100000]
+                          [--database-url URL [--build-only | --measure-only]]
 """
 from __future__ import annotations
 
@@ -156,11 +157,24 @@ async def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--verify-events", type=int, default=100_000)
     ap.add_argument("--snapshot-every", type=int, default=1_000)
+    ap.add_argument("--database-url", help="build into (or, with --measure-only, measure) this database "
+                                           "and keep it, instead of a throw-away one")
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--measure-only", action="store_true")
     args = ap.parse_args()
-    async with temporary_postgres_database("gp_bench_audit") as url:
-        await upgrade(url)
-        await build(url, args.events, args.snapshot_every)
-        await measure(url, args.queries, args.verify_events)
+
+    async def run(url: str) -> None:
+        if not args.measure_only:
+            await upgrade(url)
+            await build(url, args.events, args.snapshot_every)
+        if not args.build_only:
+            await measure(url, args.queries, args.verify_events)
+
+    if args.database_url:
+        await run(args.database_url)
+    else:
+        async with temporary_postgres_database("gp_bench_audit") as url:
+            await run(url)
 
 
 if __name__ == "__main__":
