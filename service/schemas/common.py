@@ -54,10 +54,20 @@ def quantity_error(value: Any, resource: str) -> str | None:
     return None
 
 
+# At most this many resources in one map (a node's allocatable, a pod's requests), and distinct resource
+# names in one workload. Kubernetes sets no number, but real nodes declare a few dozen at most; every
+# resource name is a column of the cluster's capacity table, so an unbounded map (30,000 names fit in
+# 1 MiB) would make one request cost minutes of the decider's time (docs/http.md, *Validation*).
+MAX_RESOURCES = 128
+
+
 def _validate_resources(value: Any) -> dict[str, Any]:
     """A map resource name → quantity; every error names its key."""
     if not isinstance(value, dict):
         raise PydanticCustomError("dict_type", "Input should be an object")
+    if len(value) > MAX_RESOURCES:
+        raise PydanticCustomError("too_long", "{reason}",
+                                  {"reason": f"at most {MAX_RESOURCES} resources (this has {len(value)})"})
     errors: list[tuple[tuple[str, ...], str]] = []
     for key, amount in value.items():
         if (reason := qualified_name_error(key)) is not None:
@@ -75,6 +85,7 @@ Resources = Annotated[
         "type": "object",
         "propertyNames": {"type": "string", "pattern": QUALIFIED_NAME_PATTERN},
         "additionalProperties": QUANTITY_SCHEMA,
+        "maxProperties": MAX_RESOURCES,
         "description": "Resource name → quantity.",
     }),
 ]

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from service.schemas.common import PRIORITY_MAX, PRIORITY_MIN, PreemptionPolicy, Resources, StrictModel
+from service.schemas.common import MAX_RESOURCES, PRIORITY_MAX, PRIORITY_MIN, PreemptionPolicy, Resources, StrictModel
 from service.schemas.devices import ResourceClaimSpec
 from service.schemas.errors import duplicate_names as _duplicates, raise_errors
 from service.schemas.names import DNSLabel, DNSSubdomain, LabelMap, QualifiedName
@@ -115,6 +115,10 @@ class Workload(StrictModel):
         _duplicates(errors, ("podGroups",), [g.name for g in self.pod_groups])
         _duplicates(errors, ("resourceClaims",), [c.name for c in self.resource_claims])
         _duplicates(errors, ("resourceClaimTemplates",), [t.name for t in self.resource_claim_templates])
+        names = {r for group in self.pod_groups for entry in group.pods for r in entry.requests}
+        if len(names) > MAX_RESOURCES:
+            errors.append((("podGroups",), f"the pods request at most {MAX_RESOURCES} distinct resources "
+                                           f"(these request {len(names)})"))
         total = sum(group.pod_count for group in self.pod_groups)
         if total > MAX_PODS_PER_WORKLOAD:
             errors.append((("podGroups",), f"a workload has at most {MAX_PODS_PER_WORKLOAD} pods (this one has {total})"))

@@ -376,3 +376,18 @@ def test_cross_field_rules_are_named_with_the_other_errors(client, service):
                         ["body", "priorityClassName"])
     assert len({tuple(e["loc"]) for e in errors}) == len(errors)  # each field named once
     assert service.executed == []
+
+
+def test_resource_maps_are_bounded(client, service):
+    """Every resource name is a column of the cluster's capacity table: 30,000 names fit in 1 MiB and
+    made one node upsert cost minutes of the decider. At most 128 per map, and per workload."""
+    many = {f"example.com/r{i}": "1" for i in range(129)}
+    assert_422(client.put(NODE_URL, json={"allocatable": many}), ["body", "allocatable"])
+    assert client.put(NODE_URL, json={"allocatable": dict(list(many.items())[:128])}).status_code == 200
+    doc = body(WORKLOAD)
+    doc["podGroups"][0]["pods"][0]["requests"] = many
+    assert_422(client.post(WL_URL, json=doc), ["body", "podGroups", 0, "pods", 0, "requests"])
+    doc = {"name": "wide", "podGroups": [{"name": "g", "schedulingPolicy": {"basic": {}}, "pods": [
+        {"name": f"p{k}", "requests": {f"example.com/r{k}-{i}": "1" for i in range(100)}} for k in range(2)]}]}
+    assert_422(client.post(WL_URL, json=doc), ["body", "podGroups"])
+    assert [c for c in service.executed if c[0].type == "SubmitWorkload"] == []
