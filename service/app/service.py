@@ -496,8 +496,13 @@ class Gangplank:
             state = (await self._fresh(cluster)).state
         if light:
             lite = copy.copy(state)
-            lite.workloads = {k: w for k, w in state.workloads.items() if w.deleted_at is None}
-            lite.by_position = {p: w for p, w in state.by_position.items() if w.deleted_at is None}
+            # the active workloads are those with a group queued or running: O(active), not O(all
+            # ever submitted); listed in submission order, as in the full dicts
+            active = {g.workload.position: g.workload for g in (*state.queue.values(), *state.running.values())
+                      if g.workload.deleted_at is None}
+            ordered = [active[p] for p in sorted(active)]
+            lite.workloads = {w.key: w for w in ordered}
+            lite.by_position = {w.position: w for w in ordered}
             lite.finished_before = state.finished_before + len(state.by_position) - len(lite.by_position)
             blob = zlib.compress(pickle.dumps(lite, protocol=pickle.HIGHEST_PROTOCOL), 1)
             version = LIGHT_SNAPSHOT_VERSION

@@ -231,3 +231,32 @@ def test_a_command_that_cannot_run_exits_2_with_a_message(tmp_path, args, says):
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
     assert says in result.output and "Traceback" not in result.output
+
+
+async def test_state_at_every_position_equals_a_plain_fold(tmp_path):
+    """Light snapshots every 3 events (active workloads only) plus a short replay give, at every
+    position, exactly the view of the events folded from nothing."""
+    from service.app.service import Gangplank as G
+    from service.domain import ClusterState, Event, evolve
+    from service.domain.upcasting import upcast
+
+    svc = G(open_store(f"sqlite+aiosqlite:///{tmp_path}/s.db"), snapshot_every=3)
+    await upgrade(f"sqlite+aiosqlite:///{tmp_path}/s.db")
+    for i in range(3):
+        await svc.execute(Command(C, "UpsertNode", f"n{i}", body={"allocatable": {"cpu": "4"}}), ORIGIN)
+    for w in range(12):
+        await svc.execute(Command(C, "SubmitWorkload", f"w{w}", "ns", {
+            "name": f"w{w}", "priority": w % 3,
+            "podGroups": [{"name": "g", "schedulingPolicy": {"gang": {"minCount": 1 + w % 2}},
+                           "pods": [{"name": "p", "count": 2, "requests": {"cpu": str(1 + w % 3)}}]}]}), ORIGIN)
+        if w % 3 == 2:
+            await svc.execute(Command(C, "DeleteWorkload", f"w{w - 2}", "ns"), ORIGIN)
+    events = await svc.store.read(C)
+    assert len(await svc.store.read(C)) > 20
+    state = ClusterState(C)
+    for e in events:
+        evolve(state, Event(e.position, e.type, upcast(e.type, e.schema_version, e.data)))
+        expected = G._state_view(state, e.position, False)
+        got = await svc.state_at(C, e.position)
+        assert got == expected, e.position
+    await svc.store.close()
