@@ -123,3 +123,18 @@ def test_operations(client: TestClient, cluster: str) -> None:
     assert 'gangplank_http_requests_total{method="POST",route="/v1/clusters/{cluster}/namespaces/' \
            '{namespace}/workloads",status="201"}' in text
     assert client.get("/schema/openapi.json").json()["openapi"].startswith("3.1")
+
+
+def test_state_beyond_the_head_and_an_empty_cluster(client: TestClient, cluster: str) -> None:
+    """docs/http.md, *Audit reads*: at beyond the head is the state now (its position says so); a cluster
+    with no events reads as empty, and a single missing object is a 404."""
+    api = Api(client, cluster)
+    assert api.get("/state").json() == {"position": 0, "nodes": [], "workloads": [], "finishedWorkloads": 0}
+    assert api.get("/state", params={"at": 5}).json()["position"] == 0
+    assert api.get("/nodes").json() == {"items": []} and api.get("/nodes/n1").status_code == 404
+    assert api.verify() == {"ok": True, "events": 0, "head": GENESIS_HASH}
+    api.put_node("n1", node(cpu="4"))
+    api.submit(workload("w", 1, cpu="1"))
+    last = api.last_position()
+    beyond = api.get("/state", params={"at": last + 1000}).json()
+    assert beyond == api.get("/state").json() and beyond["position"] == last
