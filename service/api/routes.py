@@ -72,13 +72,18 @@ def service_of(request: Request[Any, Any, Any]) -> Gangplank:
     return request.app.state[STATE_KEY]
 
 
-def check_segments(*segments: tuple[str, str, str]) -> None:
-    """(param name, value, kind) → 422 at ["path", name] for every bad segment."""
+def segment_errors(*segments: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """(param name, value, kind) → an error at ["path", name] for every bad segment."""
     errors = []
     for param, value, kind in segments:
         if (reason := _SEGMENT_CHECKS[kind](value)) is not None:
             errors.append({"loc": ["path", param], "msg": reason})
-    if errors:
+    return errors
+
+
+def check_segments(*segments: tuple[str, str, str]) -> None:
+    """A 422 naming every bad segment (reads: there is no body to check with them)."""
+    if errors := segment_errors(*segments):
         raise InputValidationError(errors)
 
 
@@ -130,14 +135,16 @@ def outcome_response(outcome: Outcome, *, location: str | None = None) -> Respon
 async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[str, Any] | None], Command], *,
                   body_kind: str | None = None, body_name: str | None = None, body_namespace: str | None = None,
                   dry_run: str | bool | None = None, location: Callable[[Command], str] | None = None,
-                  shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response[Any]:
-    """Read and validate (Idempotency-Key, body), run one command, answer with its Outcome."""
+                  shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                  path_errors: list[dict[str, Any]] | None = None) -> Response[Any]:
+    """Read and validate (path, dryRun, Idempotency-Key, body: every error named in one answer), run
+    one command, answer with its Outcome."""
     # read on every route, also where nothing is parsed (DELETE): a body over the limit is a 413 whatever
     # it holds (Content-Length is checked before anything is read, streamed bytes are counted)
     raw = await request.body()
     dry, dry_run_errors = dry_run_of(dry_run)
     key, errors = _idempotency_key(request)
-    errors = [*dry_run_errors, *errors]
+    errors = [*(path_errors or ()), *dry_run_errors, *errors]
     body: dict[str, Any] | None = None
     if body_kind is not None:
         try:
@@ -210,15 +217,16 @@ def _inventory_handlers(segment: str, kind: str, upsert: str, remove: str | None
 
     async def put_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment,
                    dry_run: DryRun = None) -> Response[Any]:
-        check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
+        path_errors = segment_errors(("cluster", cluster, "cluster"), ("name", name, "object"))
         return await execute(request, lambda body: Command(cluster=cluster, type=upsert, name=name, body=body),
-                             body_kind=kind, body_name=name, dry_run=dry_run)
+                             body_kind=kind, body_name=name, dry_run=dry_run, path_errors=path_errors)
 
     async def delete_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment,
                       dry_run: DryRun = None) -> Response[Any]:
-        check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
+        path_errors = segment_errors(("cluster", cluster, "cluster"), ("name", name, "object"))
         return await execute(request, lambda _: Command(cluster=cluster, type=remove, name=name),  # type: ignore[arg-type]
-                             shape=None if segment == "nodes" else with_released, dry_run=dry_run)
+                             shape=None if segment == "nodes" else with_released, dry_run=dry_run,
+                             path_errors=path_errors)
 
     handlers = [
         get(f"/{segment}", operation_id=f"list{kind}s", summary=f"List the {noun}s", tags=tags,
@@ -243,14 +251,14 @@ async def submit_workload(
     request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
     dry_run: DryRun = None,
 ) -> Response[Any]:
-    check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"))
+    path_errors = segment_errors(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"))
 
     def command(body: dict[str, Any] | None) -> Command:
         assert body is not None
         return Command(cluster=cluster, type="SubmitWorkload", name=body["name"], namespace=namespace, body=body)
 
     return await execute(request, command, body_kind="Workload", body_namespace=namespace, dry_run=dry_run,
-                         location=lambda c: f"/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{c.name}")
+                         path_errors=path_errors, location=lambda c: f"/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{c.name}")
 
 
 async def get_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
@@ -264,9 +272,10 @@ async def get_workload(request: Request[Any, Any, Any], cluster: ClusterSegment,
 
 async def delete_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
                           name: WorkloadSegment, dry_run: DryRun = None) -> Response[Any]:
-    check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
+    path_errors = segment_errors(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"),
+                                 ("name", name, "workload"))
     return await execute(request, lambda _: Command(cluster=cluster, type="DeleteWorkload", name=name,
-                                                    namespace=namespace), dry_run=dry_run)
+                                                    namespace=namespace), dry_run=dry_run, path_errors=path_errors)
 
 
 async def workload_history(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,

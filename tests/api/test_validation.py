@@ -279,7 +279,14 @@ def test_bad_path_segment_is_a_422(client, service, method, url, payload, loc):
 def test_a_bad_path_and_a_bad_body_are_reported_together(client, service):
     doc = body(NODE)
     doc["unschedulable"] = "yes"
-    assert_422(client.put("/v1/clusters/Prod/nodes/n1", json=doc), ["path", "cluster"])
+    assert_422(client.put("/v1/clusters/Prod/nodes/n1", json=doc), ["path", "cluster"], ["body", "unschedulable"])
+    bad = body(WORKLOAD)
+    bad["priority"] = "high"
+    assert_422(client.post("/v1/clusters/prod/namespaces/Team_A/workloads", json=bad),
+               ["path", "namespace"], ["body", "priority"])
+    assert_422(client.delete("/v1/clusters/prod/namespaces/team-a/workloads/W?dryRun=maybe"),
+               ["path", "name"], ["query", "dryRun"])
+    assert service.executed == []
 
 
 # -- query parameters ------------------------------------------------------------------------------
