@@ -304,6 +304,21 @@ async def list_workloads(
     return json_response(page)
 
 
+async def list_namespace_workloads(
+    request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
+    phase: Annotated[Phase | None, QueryParameter(name="phase", description="Only workloads in this phase.")] = None,
+    limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000, description="Page size.")] = 100,
+    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION,
+                                         description="The `next` of the previous page.")] = 0,
+) -> Response[Any]:
+    """The Kubernetes path of a namespace's list (`kubectl get workloads -n team-a`): the same page as
+    `GET /workloads?namespace=`."""
+    check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"))
+    page = await service_of(request).list_workloads(cluster, namespace=namespace, phase=phase, limit=limit,
+                                                    after=after)
+    return json_response(page)
+
+
 # -- audit and replay ---------------------------------------------------------------------------
 
 async def events(
@@ -340,6 +355,9 @@ def cluster_router() -> Router:
     handlers: list[Any] = [
         post("/namespaces/{namespace:str}/workloads", operation_id="submitWorkload", summary="Submit a workload",
              tags=workloads, status_code=201, opt={"access": auth.WORKLOADS_WRITE, "body": "Workload"})(submit_workload),
+        get("/namespaces/{namespace:str}/workloads", operation_id="listNamespaceWorkloads",
+            summary="A page of a namespace's workload views, in submission order", tags=workloads,
+            opt={"access": auth.WORKLOADS_READ})(list_namespace_workloads),
         get("/namespaces/{namespace:str}/workloads/{name:str}", operation_id="getWorkload",
             summary="Get a workload", tags=workloads, opt={"access": auth.WORKLOADS_READ})(get_workload),
         delete("/namespaces/{namespace:str}/workloads/{name:str}", operation_id="deleteWorkload",

@@ -78,6 +78,19 @@ def test_workload_reads(client, service):
     ]
 
 
+def test_a_namespace_lists_its_workloads_on_the_kubernetes_path(client, secured, service):
+    """`GET .../namespaces/{ns}/workloads` (what `kubectl get -n` asks) is the list of that namespace."""
+    assert client.get(f"{BASE}/namespaces/team-a/workloads?phase=Pending&limit=5&after=3").json() == \
+        {"items": [], "next": None}
+    assert [c for c in service.calls if c[0] == "list_workloads"] == [
+        ("list_workloads", ("prod", "team-a", "Pending", 5, 3))]
+    assert is_problem(client.get(f"{BASE}/namespaces/Team_A/workloads"), 422)["errors"][0]["loc"] == \
+        ["path", "namespace"]
+    from tests.api.conftest import SUBMITTER, bearer
+    assert secured.get(f"{BASE}/namespaces/team-a/workloads", headers=bearer(SUBMITTER)).status_code == 200
+    assert secured.get(f"{BASE}/namespaces/team-b/workloads", headers=bearer(SUBMITTER)).status_code == 403
+
+
 def test_an_empty_query_value_is_as_if_absent(client, service):
     """http.md writes the list as `GET /workloads?namespace=&phase=&limit=&after=`: an empty value
     means "not given" (as Kubernetes reads `?limit=` or `?labelSelector=`), not a 422."""
