@@ -68,6 +68,8 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
            until: int | None = None, progress: Callable[[int], None] | None = None) -> ReplayResult:
     """Fold the events; with `verify`, re-decide each input from the recorded inputs only and
     compare every recorded decision (canonical JSON), and check the hash chain."""
+    if verify and until is not None:
+        envelopes = list(envelopes)  # may be folded a second time (below)
     result = ReplayResult(ClusterState(cluster), chain_checked=verify)
     state = result.state
     prev_hash = GENESIS_HASH
@@ -110,8 +112,15 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
                 evolve(state, event)
         if progress is not None:
             progress(position)
+    if until is not None and expected and expected[0].position > until:
+        # the last input's decisions that fall after --until are outside the range checked
+        expected = [e for e in expected if e.position <= until]
     if verify and result.first_mismatch is None and expected:
         _mismatch(result, expected[0].position, expected[0], None)
+    if verify and until is not None and state.position > until:
+        # re-deciding the input at --until folded its decisions too: the state "as it stood after
+        # event N" is the one between them (as /state?at=N shows), so fold the recorded events again
+        result.state = replay(envelopes, cluster, until=until).state
     result.head = prev_hash if verify else last_hash
     return result
 

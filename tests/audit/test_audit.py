@@ -154,6 +154,23 @@ def test_replay_verify_ok_and_export_roundtrip(incident, tmp_path):
     assert json.loads(until.stdout[: until.stdout.rindex("}") + 1])["position"] == incident["marks"]["preempted"]
 
 
+def test_replay_verify_until_an_input_whose_decisions_follow(incident, tmp_path):
+    """`--until N` where N is an input and its decisions are at N+1…: nothing recorded up to N differs
+    (the decisions after N are outside the range), and the state is the one between them."""
+    runner = CliRunner()
+    node_lost = incident["marks"]["preempted"] + 1  # the RemoveNode input; its PodsLost follow
+    plain = runner.invoke(cli, ["replay", "--cluster", C, "--until", str(node_lost),
+                                "--database-url", incident["url"]])
+    checked = runner.invoke(cli, ["replay", "--cluster", C, "--until", str(node_lost), "--verify",
+                                  "--database-url", incident["url"]])
+    assert checked.exit_code == 0, checked.output
+    summary = json.loads(checked.stdout[: checked.stdout.rindex("}") + 1])
+    expected = json.loads(plain.stdout[: plain.stdout.rindex("}") + 1])
+    assert summary["position"] == node_lost and summary["chainOk"] is True
+    assert {k: v for k, v in summary.items() if k not in ("chainOk",)} == \
+        {k: v for k, v in expected.items() if k not in ("chainOk",)}
+
+
 def test_verify_catches_an_altered_decision(incident, tmp_path):
     # copy the stream into a scratch cluster name in the export, alter one decision, re-verify offline
     runner = CliRunner()
