@@ -269,6 +269,7 @@ class Replay:
         key = (data["namespace"], data["name"])
         if key not in self.ending or key in self.state.workloads:
             return False
+        self.ending.discard(key)  # a name is submitted once: the set stays as small as the look-ahead
         body = data["spec"]
         if body.get("resourceClaims") or body.get("resourceClaimTemplates"):
             return False  # device claims: evolve keeps the device state
@@ -301,6 +302,7 @@ class Replay:
         key = (lean.namespace, lean.name)
         if key not in self.ending or key in self.state.workloads:
             return False
+        self.ending.discard(key)
         spec = lean.spec
         if spec.resourceClaims or spec.resourceClaimTemplates:
             return False
