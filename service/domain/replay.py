@@ -194,21 +194,6 @@ class Replay:
         self.state = state
         self.ending: set[tuple[str, str]] = set()  # workloads whose deletion is announced
         self.open: dict[tuple[str, str], _Transient] = {}
-        self.fast = {  # dict data
-            ev.WORKLOAD_SUBMITTED: self._submitted,
-            ev.WORKLOAD_DELETED: self._deleted,
-            ev.POD_GROUP_SCHEDULED: self._scheduled,
-            ev.PODS_SCHEDULED: self._scheduled,
-            ev.POD_GROUP_UNSCHEDULABLE: self._unschedulable,
-            ev.POD_GROUP_PREEMPTED: self._preempted,
-            ev.PODS_LOST: self._lost,
-        }
-        self.lean = {  # JSON text of the current schema version -> handler(position, text)
-            ev.WORKLOAD_SUBMITTED: self._submitted_lean,
-            ev.WORKLOAD_DELETED: self._deleted_lean,
-            ev.POD_GROUP_SCHEDULED: self._scheduled_lean,
-            ev.PODS_SCHEDULED: self._scheduled_lean,
-        }
         self.deleting: dict[int, tuple[str, str]] = {}  # position -> workload, of announced deletions
 
     # -- the protocol ------------------------------------------------------------------
@@ -237,21 +222,21 @@ class Replay:
 
     def fold(self, rows: Iterable[Row]) -> None:
         state = self.state
-        fast = self.fast
-        lean = self.lean
+        fast = _FAST
+        lean = _LEAN
         current = _CURRENT
         prev = state.position  # kept in a local: the fast handlers do not read it
         for position, type_, version, data in rows:
             if type(data) is str:
                 handler = lean.get(type_)
-                if handler is not None and version == current[type_] and handler(position, data):
+                if handler is not None and version == current[type_] and handler(self, position, data):
                     prev = position
                     continue
                 data = loads(data)
             if version != current.get(type_, 1):
                 data = upcast(type_, version, data)
             handler = fast.get(type_)
-            if handler is None or not handler(position, data):
+            if handler is None or not handler(self, position, data):
                 state.position = prev  # evolve may read it (devices: the event's position)
                 evolve(state, Event(position, type_, data))
             prev = position
@@ -550,6 +535,25 @@ class Replay:
         d["deleted_at"] = position
         d["events"] = array("q", d["events"])
         d["_finished"] = (t.body, extras, t.namespace, t.name, t.priority, t.policy)
+
+
+# handlers by event type (plain functions: a Replay holding bound methods would be a reference
+# cycle, keeping a rebuilt state alive until the cyclic GC runs)
+_FAST = {  # dict data
+    ev.WORKLOAD_SUBMITTED: Replay._submitted,
+    ev.WORKLOAD_DELETED: Replay._deleted,
+    ev.POD_GROUP_SCHEDULED: Replay._scheduled,
+    ev.PODS_SCHEDULED: Replay._scheduled,
+    ev.POD_GROUP_UNSCHEDULABLE: Replay._unschedulable,
+    ev.POD_GROUP_PREEMPTED: Replay._preempted,
+    ev.PODS_LOST: Replay._lost,
+}
+_LEAN = {  # JSON text of the current schema version: handler(replay, position, text)
+    ev.WORKLOAD_SUBMITTED: Replay._submitted_lean,
+    ev.WORKLOAD_DELETED: Replay._deleted_lean,
+    ev.POD_GROUP_SCHEDULED: Replay._scheduled_lean,
+    ev.PODS_SCHEDULED: Replay._scheduled_lean,
+}
 
 
 def replay(state: ClusterState, rows: Sequence[Row]) -> ClusterState:
