@@ -92,6 +92,7 @@ class Gangplank:
         self._clusters: dict[str, _Cluster] = {}
         self._clusters_lock = asyncio.Lock()
         self._waiting: dict[str, list[tuple[BatchItem, asyncio.Future[Outcome]]]] = {}
+        self._thawed = False  # a cached state was dropped since the last gc.freeze()
         self._drainers: dict[str, asyncio.Task[None]] = {}
         self._appended = asyncio.Condition()
         self.kafka_running: bool | None = None  # None: Kafka not configured
@@ -105,6 +106,14 @@ class Gangplank:
                 if entry is None:
                     entry = _Cluster(await self.rebuild(cluster))
                     self._clusters[cluster] = entry
+                    # a loaded cluster lives as long as the process: keep its objects out of the
+                    # collector's generations (a full collection over a 1,000,000-event cluster
+                    # takes a second, and would stall every request behind it). A state dropped
+                    # since the last freeze is garbage with reference cycles: collect it first.
+                    if self._thawed:
+                        gc.collect()
+                        self._thawed = False
+                    gc.freeze()
         return entry
 
     async def rebuild(self, cluster: str, until: int | None = None, *, light: bool = False) -> ClusterState:
@@ -230,7 +239,9 @@ class Gangplank:
                 return entry
 
     def _drop(self, cluster: str) -> None:
-        self._clusters.pop(cluster, None)
+        if self._clusters.pop(cluster, None) is not None:
+            gc.unfreeze()  # the dropped state must become collectable (see _cluster)
+            self._thawed = True
 
     def _current(self, cluster: str, entry: _Cluster) -> bool:
         """Is `entry` still the cached one? A writer that failed after deciding drops its entry

@@ -277,3 +277,28 @@ async def test_state_at_every_position_equals_a_plain_fold(tmp_path):
         got = await svc.state_at(C, e.position)
         assert got == expected, e.position
     await svc.store.close()
+
+
+async def test_a_dropped_cluster_state_is_freed_although_loaded_states_are_frozen(tmp_path):
+    """Loaded states are kept out of the collector (gc.freeze); one dropped after a conflict must
+    still be collected, not leak with its reference cycles."""
+    import gc
+    import weakref
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/d.db"
+    await upgrade(url)
+    svc = Gangplank(open_store(url))
+    await svc.execute(Command(C, "UpsertNode", "n1", body={"allocatable": {"cpu": "4"}}), ORIGIN)
+    await svc.execute(Command(C, "SubmitWorkload", "w", "ns", {
+        "name": "w", "podGroups": [{"name": "g", "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]}), ORIGIN)
+    svc._drop(C)
+    await svc.execute(Command(C, "UpsertNode", "n0", body={"allocatable": {"cpu": "4"}}), ORIGIN)  # reloaded, frozen
+    old = weakref.ref(svc._clusters[C].state.workloads[("ns", "w")].groups[0])  # in a cycle with its workload
+    svc._drop(C)  # as after a conflict: the next command reloads the cluster
+    await svc.execute(Command(C, "UpsertNode", "n2", body={"allocatable": {"cpu": "4"}}), ORIGIN)
+    assert svc._clusters[C].state.workloads[("ns", "w")].groups[0] is not old()
+    gc.collect()
+    assert old() is None
+    assert gc.get_freeze_count() > 0
+    await svc.store.close()
+    gc.unfreeze()
