@@ -94,10 +94,13 @@ def fit_counts(state: "ClusterState", g: "Group", rows: np.ndarray, extra: np.nd
     free = nodes.alloc[rows][:, cols] - nodes.used[rows][:, cols]
     if extra is not None:
         free = free + extra[:, cols]
-    fit = np.min(free // vec[cols], axis=1) if len(cols) else np.full(len(rows), 1 << 40)
+    fit = np.min(free // vec[cols], axis=1) if len(cols) else np.full(len(rows), g.total)
+    # a row holds at most the group's pods: without the cap an unlimited resource (`pods` where
+    # nodes do not declare it, 2**62 free) would overflow the sums of these counts
+    np.clip(fit, 0, g.total, out=fit)
     sel = nodes.selector_mask(g.workload.spec.shapes[shape].node_selector)
     ok = nodes.schedulable[rows] & sel[rows]
-    return np.where(ok, np.maximum(fit, 0), 0)
+    return np.where(ok, fit, 0)
 
 
 def lower_usage(state: "ClusterState", rows: np.ndarray, priority: int) -> np.ndarray:

@@ -557,3 +557,22 @@ def test_a_network_device_freed_by_a_pod_on_one_node_serves_a_waiting_pod_on_ano
     assert s.placements("second") == {"p-0": "b"}
     assert s.group("third")["phase"] == "Pending"
     s.assert_replay_equal()
+
+
+def test_pods_requesting_only_devices_are_placed_again_when_devices_are_freed():
+    """Pods that request no resource fit any number of times by capacity (nodes here do not declare
+    `pods`): the queue's bounds must not overflow summing those counts over the freed rows."""
+    s = Sim()
+    device_class(s)
+    for n in ("a", "b"):
+        s.node(n, cpu="1")  # `pods` not declared: unlimited
+        node_slice(s, n, [gpu("gpu-0"), gpu("gpu-1")])
+    tpl = template("both", 2)
+    first = with_claims({"name": "p", "count": 2}, ("gpus", "both"))
+    s.submit("first", gang("g", 2, first), resourceClaimTemplates=[tpl])
+    s.submit("second", gang("g", 2, first), resourceClaimTemplates=[tpl])
+    assert s.group("first")["phase"] == "Scheduled"
+    assert s.group("second")["phase"] == "Pending"
+    s.delete("first")  # frees the GPUs of both nodes: two dirty rows
+    assert s.group("second")["phase"] == "Scheduled"
+    s.assert_replay_equal()
