@@ -163,8 +163,9 @@ class EventStore(Protocol):
                    until: int | None = None) -> list[StoredEvent]: ...
 
     async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
-                        until: int | None = None) -> list[tuple[int, str, int, Any]]:
-        """(position, type, schema_version, data) of the events read() gives (for folding)."""
+                        until: int | None = None, *, decode: bool = True) -> list[tuple[int, str, int, Any]]:
+        """(position, type, schema_version, data) of the events read() gives (for folding);
+        decode=False: data is the stored canonical JSON text."""
 
     async def last_position(self, cluster: str) -> int: ...
 

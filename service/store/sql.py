@@ -808,7 +808,10 @@ class SqlEventStore:
                 last_recorded = int(head_row[0]) if head_row else 0
                 after = 0
                 while bad is None:
-                    rows = (await conn.execute(self._select_events(cluster, after, until, VERIFY_CHUNK))).all()
+                    # the range is bounded too (positions are gapless in a good chain): without
+                    # table statistics PostgreSQL would otherwise scan and sort the rest per chunk
+                    hi = after + VERIFY_CHUNK if until is None else min(until, after + VERIFY_CHUNK)
+                    rows = (await conn.execute(self._select_events(cluster, after, hi, VERIFY_CHUNK))).all()
                     for (_c, position, type_, version, data_json, meta_json, recorded_at, prev_hash,
                          stored_hash) in rows:
                         if position != count + 1 or prev_hash != prev:
