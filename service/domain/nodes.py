@@ -72,6 +72,7 @@ class NodeTable:
         state["specs"] = [None if sp is None else (sp.name, sp.labels, sp.allocatable, sp.unschedulable)
                           for sp in self.specs]
         state["_selector_cache"], state["_domain_cache"], state["_rank"] = {}, {}, None
+        state["_col_cache"] = {}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -148,6 +149,7 @@ class NodeTable:
         self.version += 1
         self._selector_cache.clear()
         self._domain_cache.clear()
+        self.__dict__["_col_cache"] = {}
 
     # -- queries ----------------------------------------------------------------------
     def live_indices(self) -> np.ndarray:
@@ -200,6 +202,18 @@ class NodeTable:
             hit = DomainLayout(ids, values, order, starts)
             self._domain_cache[cache_key] = hit  # type: ignore[assignment]
         return hit  # type: ignore[return-value]
+
+    def alloc_column(self, col: int) -> tuple[np.ndarray, np.ndarray]:
+        """(allocatable of one resource per row, contiguous; 1/allocatable where positive, else 0):
+        what scoring divides by, cached until the next upsert (the only change of allocatable)."""
+        cache = self.__dict__.setdefault("_col_cache", {})
+        hit = cache.get(col)
+        if hit is None or len(hit[0]) != self.count:
+            a = np.ascontiguousarray(self.alloc[: self.count, col])
+            inv = np.zeros(len(a))
+            np.divide(1.0, a, out=inv, where=a > 0)
+            hit = cache[col] = (a, inv)
+        return hit
 
     def domain_alloc_sums(self, key: str, col: int) -> np.ndarray:
         """Declared allocatable of one resource summed per domain of `key` (exact integers)."""

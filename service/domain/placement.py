@@ -170,22 +170,22 @@ def _fitting_rows(state: ClusterState, rows: np.ndarray, cols: np.ndarray,
                   vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows with room for one pod of `vec`, and their float scores: the sum over the
     requested columns of (used + request) / allocatable (for screening; exact ties are
-    settled with Fractions). The rows are gathered once (np.take is several times faster
-    than 2-D fancy indexing) and summed column by column, in one fixed order, so that
-    identical rows get identical floats."""
+    settled with Fractions). Column by column in one fixed order, so that identical rows
+    get identical floats; allocatables (and their inverses) come from a per-column cache,
+    and when every row is wanted nothing is gathered at all."""
     if not len(rows):
         return rows, np.zeros(0)
     nodes = state.nodes
-    alloc = np.take(nodes.alloc, rows, axis=0)
-    used = np.take(nodes.used, rows, axis=0)
+    everything = len(rows) == nodes.count  # rows is then arange(count)
+    used = nodes.used[: nodes.count] if everything else np.take(nodes.used, rows, axis=0)
     ok = np.ones(len(rows), dtype=bool)
     for c in np.flatnonzero(vec):
-        ok &= alloc[:, c] - used[:, c] >= vec[c]
+        a = nodes.alloc_column(c)[0]
+        ok &= (a if everything else a[rows]) - used[:, c] >= vec[c]
     scores = np.zeros(len(rows))
     for c in cols:
-        a = alloc[:, c]
-        positive = a > 0
-        scores += np.where(positive, (used[:, c] + vec[c]) / np.where(positive, a, 1), 0.0)
+        inv = nodes.alloc_column(c)[1]
+        scores += (used[:, c] + vec[c]) * (inv if everything else inv[rows])
     return rows[ok], scores[ok]
 
 
