@@ -453,35 +453,35 @@ class Replay:
         if data.get("claimsReleased"):
             raise ReplayError(f"position {position}: claims released by a workload without claims")
 
-    def _preempted(self, position: int, data: dict[str, Any]) -> bool:
+    def _fold_release(self, position: int, data: dict[str, Any]) -> tuple[Any, Any] | None:
+        """A PodGroupPreempted / PodsLost of a transient workload: its pods go, it is pending again."""
         found = self._find(data["namespace"], data["workload"], data["podGroup"])
         if found is None:
-            return False
+            return None
         t, g = found
         self._check_released_claims(position, data)
         self._release(t, g, [p["pod"] for p in data["pods"]])
         g.needs_explanation = True
+        t.wl.events.append(position)
+        return t, g
+
+    def _preempted(self, position: int, data: dict[str, Any]) -> bool:
+        found = self._fold_release(position, data)
+        if found is None:
+            return False
+        t, g = found
         pre = data["preemptor"]
         g.conditions["DisruptionTarget"] = {
             "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
             "message": f"preempted by {pre['namespace']}/{pre['workload']} (priority {pre['priority']})",
             "position": position}
-        t.wl.events.append(position)
         preemptor = self.state.workloads.get((pre["namespace"], pre["workload"]))
         if preemptor is not None and preemptor is not t.wl:
             preemptor.events.append(position)
         return True
 
     def _lost(self, position: int, data: dict[str, Any]) -> bool:
-        found = self._find(data["namespace"], data["workload"], data["podGroup"])
-        if found is None:
-            return False
-        t, g = found
-        self._check_released_claims(position, data)
-        self._release(t, g, [p["pod"] for p in data["pods"]])
-        g.needs_explanation = True
-        t.wl.events.append(position)
-        return True
+        return self._fold_release(position, data) is not None
 
     # -- deletion --------------------------------------------------------------------------
     def _deleted(self, position: int, data: dict[str, Any]) -> bool:
