@@ -485,7 +485,11 @@ class Gangplank:
 
     async def _dry_run(self, command: Command) -> Outcome:
         entry = await self._fresh(command.cluster)
-        state = copy.deepcopy(entry.state)  # before any await (see _fresh)
+        live = entry.state  # copied before any await (see _fresh)
+        # finished workloads are never changed by deciding: shared, not copied (a long-lived
+        # cluster holds hundreds of thousands of them)
+        memo: dict[int, Any] = {id(w): w for w in live.by_position.values() if w.deleted_at is not None}
+        state = copy.deepcopy(live, memo)
         accepted = accept(state, command.type, command.name, command.namespace, command.body)
         if isinstance(accepted, Rejection):
             return Outcome(accepted.status, self._rejection_problem(accepted))

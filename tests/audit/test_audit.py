@@ -302,3 +302,29 @@ async def test_a_dropped_cluster_state_is_freed_although_loaded_states_are_froze
     assert gc.get_freeze_count() > 0
     await svc.store.close()
     gc.unfreeze()
+
+
+async def test_a_dry_run_leaves_the_live_state_and_finished_workloads_untouched(tmp_path):
+    from service.domain.views import canonical
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/dry.db"
+    await upgrade(url)
+    svc = Gangplank(open_store(url))
+    await svc.execute(Command(C, "UpsertNode", "n1", body={"allocatable": {"cpu": "2"}}), ORIGIN)
+    for name in ("done", "low"):
+        await svc.execute(Command(C, "SubmitWorkload", name, "ns", {
+            "name": name, "priority": 1,
+            "podGroups": [{"name": "g", "pods": [{"name": "p", "count": 2, "requests": {"cpu": "1"}}]}]}), ORIGIN)
+    await svc.execute(Command(C, "DeleteWorkload", "done", "ns"), ORIGIN)
+    before = canonical(svc._clusters[C].state)
+    out = await svc.execute(Command(C, "SubmitWorkload", "urgent", "ns", {
+        "name": "urgent", "priority": 9,
+        "podGroups": [{"name": "g", "pods": [{"name": "p", "count": 2, "requests": {"cpu": "1"}}]}]}),
+        ORIGIN, dry_run=True)
+    assert out.status == 200 and out.body["dryRun"] is True
+    assert [d["type"] for d in out.body["decisions"]].count("PodGroupPreempted") == 2  # `low` would go, pod by pod
+    assert canonical(svc._clusters[C].state) == before
+    again = await svc.execute(Command(C, "SubmitWorkload", "done", "ns", {
+        "name": "done", "podGroups": [{"name": "g", "pods": [{"name": "p"}]}]}), ORIGIN, dry_run=True)
+    assert again.status == 409  # a finished workload's name stays taken, also in a dry run
+    await svc.store.close()
