@@ -34,11 +34,29 @@ class Rejection:
 
 
 # -- accept: command -> input event ---------------------------------------------------------
+# Every resource name a cluster has seen is a column of its node table (and of every usage row and
+# request vector): a bound keeps one submitter from widening them without end, one name at a time.
+MAX_CLUSTER_RESOURCES = 256
+
+
+def _too_many_resources(state: ClusterState, names: set[str], loc: tuple[Any, ...]) -> Rejection | None:
+    new = names - state.nodes.resources.keys()
+    if not new or len(state.nodes.resources) + len(new) <= MAX_CLUSTER_RESOURCES:
+        return None
+    return Rejection(422, "TooManyResources",
+                     f"the cluster would know {len(state.nodes.resources) + len(new)} resource names "
+                     f"(at most {MAX_CLUSTER_RESOURCES}); new here: {', '.join(sorted(new)[:5])}"
+                     + (" …" if len(new) > 5 else ""), loc)
+
+
 def accept(state: ClusterState, kind: str, name: str, namespace: str | None,
            body: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | Rejection:
     """Check a (syntactically valid) command against the state; give its input event."""
     body = body or {}
     if kind == "UpsertNode":
+        too_many = _too_many_resources(state, set(body.get("allocatable") or {}), ("body", "allocatable"))
+        if too_many is not None:
+            return too_many
         return ev.NODE_UPSERTED, {"name": name, "labels": body.get("labels") or {},
                                   "allocatable": body.get("allocatable") or {},
                                   "unschedulable": bool(body.get("unschedulable", False))}
@@ -65,6 +83,11 @@ def accept(state: ClusterState, kind: str, name: str, namespace: str | None,
         ns = namespace or ""
         if (ns, name) in state.workloads:
             return Rejection(409, "AlreadyExists", f"workload {ns}/{name} already exists")
+        requested = {r for g in body.get("podGroups") or () for p in g.get("pods") or ()
+                     for r in (p.get("requests") or {})}
+        too_many = _too_many_resources(state, requested, ("body", "podGroups"))
+        if too_many is not None:
+            return too_many
         priority = body.get("priority")
         policy = body.get("preemptionPolicy")
         class_name = body.get("priorityClassName")

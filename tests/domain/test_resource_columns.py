@@ -29,3 +29,27 @@ def test_many_resource_names_are_added_in_amortised_time():
     for k in range(3_000):  # amortised: a few ms; one np.pad per column: seconds, growing with the square
         table.column(f"example.com/r{k}")
     assert time.perf_counter() - started < 0.5
+
+
+def test_a_cluster_refuses_resource_names_beyond_its_bound(monkeypatch):
+    """Every resource name is a column of the node table for good: a cluster accepts at most
+    MAX_CLUSTER_RESOURCES names (a 422 naming the field), so no one can widen it without end."""
+    from service.domain import decider
+    from service.domain.decider import Rejection, accept
+    from tests.domain.sim import Sim, basic, pods
+
+    monkeypatch.setattr(decider, "MAX_CLUSTER_RESOURCES", 4)  # pods, cpu, memory and one more
+    s = Sim()
+    s.node("a", cpu="4", memory="8Gi")
+    s.node("b", cpu="4", **{"example.com/gpu": "1"})
+    refused = accept(s.state, "UpsertNode", "c", None, {"allocatable": {"example.com/fpga": "1"}})
+    assert isinstance(refused, Rejection) and refused.status == 422
+    assert refused.loc == ("body", "allocatable") and "example.com/fpga" in refused.detail
+    body = {"name": "w", "podGroups": [basic("g", pods(1, **{"example.com/tpu": "1"}))]}
+    refused = accept(s.state, "SubmitWorkload", "w", "ns", body)
+    assert isinstance(refused, Rejection) and refused.loc == ("body", "podGroups")
+    # names the cluster knows stay usable
+    assert not isinstance(accept(s.state, "UpsertNode", "c", None, {"allocatable": {"example.com/gpu": "2"}}),
+                          Rejection)
+    s.submit("known", basic("g", pods(1, cpu="1", **{"example.com/gpu": "1"})))
+    assert s.group("known")["phase"] == "Scheduled"
