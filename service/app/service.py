@@ -29,6 +29,7 @@ from service.domain import events as ev
 from service.domain import views
 from service.domain.replay import Replay, ReplayError
 from service.domain.upcasting import upcast
+from service.gcpause import gc_paused
 from service.store.base import (
     ConcurrencyConflict, ConsumedOffset, DeadLetter, EventStore, IdempotencyKeyTaken,
     IdempotencyRecord, NewEvent, Snapshot, StoredEvent,
@@ -161,19 +162,14 @@ class Gangplank:
             if len(batch) == CATCH_UP_BATCH and (until is None or batch[-1][0] < until):
                 following = asyncio.ensure_future(read(state.cluster, after=batch[-1][0], limit=CATCH_UP_BATCH,
                                                        until=until))
-            paused = len(batch) >= 256 and gc.isenabled()
-            if paused:
-                gc.disable()
             try:
-                for position, type_, version, data in batch:
-                    evolve(state, Event(position, type_, upcast(type_, version, data)))
+                with gc_paused(len(batch) >= 256):
+                    for position, type_, version, data in batch:
+                        evolve(state, Event(position, type_, upcast(type_, version, data)))
             except BaseException:
                 if following is not None:
                     following.cancel()
                 raise
-            finally:
-                if paused:
-                    gc.enable()
             batch = await following if following is not None else []
 
     async def _replay_long(self, state: ClusterState, until: int | None,
@@ -187,42 +183,37 @@ class Gangplank:
         after = state.position
         more = until is None or after < until
         following: asyncio.Future[list[Any]] | None = None
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
-            while True:
-                while more and len(pending) <= REPLAY_AHEAD:  # the batch to fold and those ahead
-                    got = await (following or read(state.cluster, after=after, limit=CATCH_UP_BATCH,
-                                                   until=until))
-                    following = None
-                    if got:
-                        pending.append(got)
-                        replay.ahead(got)
-                        after = got[-1][0]
-                    more = len(got) == CATCH_UP_BATCH and (until is None or after < until)
-                if not pending:
-                    break
-                if more:  # read the next batch while folding this one
-                    following = asyncio.ensure_future(read(state.cluster, after=after, limit=CATCH_UP_BATCH,
-                                                           until=until))
-                batch = pending.popleft()
-                if following is None:
-                    replay.fold(batch)
-                else:  # give the event loop a turn now and then: the read streams in meanwhile
-                    for start in range(0, len(batch), REPLAY_SLICE):
-                        replay.fold(batch[start:start + REPLAY_SLICE])
-                        await asyncio.sleep(0)
-                if observe is not None:
-                    observe(batch)
-            replay.finish()
-        except BaseException:
-            if following is not None:
-                following.cancel()
-            raise
-        finally:
-            if paused:
-                gc.enable()
+        with gc_paused():
+            try:
+                while True:
+                    while more and len(pending) <= REPLAY_AHEAD:  # the batch to fold and those ahead
+                        got = await (following or read(state.cluster, after=after, limit=CATCH_UP_BATCH,
+                                                       until=until))
+                        following = None
+                        if got:
+                            pending.append(got)
+                            replay.ahead(got)
+                            after = got[-1][0]
+                        more = len(got) == CATCH_UP_BATCH and (until is None or after < until)
+                    if not pending:
+                        break
+                    if more:  # read the next batch while folding this one
+                        following = asyncio.ensure_future(read(state.cluster, after=after, limit=CATCH_UP_BATCH,
+                                                               until=until))
+                    batch = pending.popleft()
+                    if following is None:
+                        replay.fold(batch)
+                    else:  # give the event loop a turn now and then: the read streams in meanwhile
+                        for start in range(0, len(batch), REPLAY_SLICE):
+                            replay.fold(batch[start:start + REPLAY_SLICE])
+                            await asyncio.sleep(0)
+                    if observe is not None:
+                        observe(batch)
+                replay.finish()
+            except BaseException:
+                if following is not None:
+                    following.cancel()
+                raise
 
     async def _fresh(self, cluster: str) -> _Cluster:
         """The cached state, caught up with what other writers appended, holding committed

@@ -42,10 +42,6 @@ class DomainLayout:
         column = self.alloc_column(alloc, col)
         return int(column.max()) if len(column) else 0
 
-    def rows_of(self, d: int) -> np.ndarray:
-        end = self.starts[d + 1] if d + 1 < len(self.starts) else len(self.order)
-        return self.order[self.starts[d]:end]
-
 
 class NodeTable:
     def __init__(self) -> None:

@@ -81,14 +81,13 @@ def _pick(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.nd
     band = rows[scores >= top - _EPS * max(1.0, abs(top))]
     if len(band) == 1:
         return int(band[0])
-    rank = state.nodes.rank()
-    if len(cols) == 0:
-        return int(band[np.argmin(rank[band])])
     nodes = state.nodes
     used = np.take(nodes.used, band, axis=0)[:, cols]
     alloc = np.take(nodes.alloc, band, axis=0)[:, cols]
-    if (used == used[0]).all() and (alloc == alloc[0]).all():  # the common tie: equal rows (empty nodes)
-        return int(band[np.argmin(rank[band])])
+    if (used == used[0]).all() and (alloc == alloc[0]).all():
+        # the common tie, equal rows (empty nodes, say): the smallest name, without the sort
+        # _exact_order would do over thousands of rows
+        return int(band[np.argmin(nodes.rank()[band])])
     return int(band[_exact_order(state, band, cols, vec)[0]])
 
 
@@ -101,8 +100,8 @@ def _exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: n
     multiple of the allocatables; otherwise Fractions.
     """
     nodes = state.nodes
-    used = nodes.used[band][:, cols] + vec[cols]
-    alloc = nodes.alloc[band][:, cols]
+    used = np.take(nodes.used, band, axis=0)[:, cols] + vec[cols]
+    alloc = np.take(nodes.alloc, band, axis=0)[:, cols]
     rank = nodes.rank()[band]
     if (used == used[0]).all() and (alloc == alloc[0]).all():
         return np.argsort(rank, kind="stable")
@@ -196,7 +195,7 @@ def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, scores: np
     Only the rows chosen here change during the run, and a chosen row keeps every pod it
     can take before the next row is chosen (its score only grows). So the rows are
     ranked once, by float score then node name, and walked in that order; a band of
-    near-equal floats is settled exactly (`_pick`) unless its rows are identical.
+    near-equal floats is put in exact order once (`_exact_order`).
     """
     nodes = state.nodes
     if len(run) <= 4:
@@ -225,9 +224,7 @@ def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, scores: np
                 settled = max(settled, q)
             chosen = int(rows[p])
             free = nodes.alloc[chosen, nz] - nodes.used[chosen, nz]
-            room = int((free // vec[nz]).min())
-            if room <= 0:  # cannot happen: rows were filtered by fit; kept for safety
-                continue
+            room = int((free // vec[nz]).min())  # >= 1: the rows were filtered by fit
         room -= 1
         trial.add(int(rows[p]), vec)
         placements.append((pod, int(rows[p])))

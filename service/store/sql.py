@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
-import gc
 import hashlib
 import json
 import re
@@ -44,6 +43,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
+
+from service.gcpause import gc_paused
 
 from .base import (
     GENESIS_HASH,
@@ -344,13 +345,8 @@ def _idempotency_record(row: Any) -> IdempotencyRecord:
 def _convert(rows: Sequence[Any]) -> list[StoredEvent]:
     """Rows to StoredEvents. Decoding builds many small containers at once; pausing the
     cyclic GC meanwhile (no references cycles are created) halves the cost."""
-    if len(rows) < 256 or not gc.isenabled():
+    with gc_paused(len(rows) >= 256):
         return [_stored(r) for r in rows]
-    gc.disable()
-    try:
-        return [_stored(r) for r in rows]
-    finally:
-        gc.enable()
 
 
 # --------------------------------------------------------------------------- the store
@@ -660,8 +656,9 @@ class SqlEventStore:
 
     # ------------------------------------------------------------------ reads
 
-    def _select_events(self, cluster: str, after: int, until: int | None, limit: int | None) -> sa.Select:
-        stmt = (sa.select(*_EVENT_COLS)
+    def _select_events(self, cluster: str, after: int, until: int | None, limit: int | None,
+                       columns: Sequence[Any] = _EVENT_COLS) -> sa.Select:
+        stmt = (sa.select(*columns)
                 .where(t_events.c.cluster == cluster, t_events.c.position > after)
                 .order_by(t_events.c.position))
         if until is not None:
@@ -718,28 +715,17 @@ class SqlEventStore:
             rows = await self._pg("fetch", _PG_READ_DATA, cluster, after, limit,
                                   _MAX_POSITION if until is None else until)
         else:
-            stmt = (sa.select(t_events.c.position, t_events.c.type, t_events.c.schema_version, t_events.c.data,
-                              t_events.c.hash)
-                    .where(t_events.c.cluster == cluster, t_events.c.position > after)
-                    .order_by(t_events.c.position))
-            if until is not None:
-                stmt = stmt.where(t_events.c.position <= until)
-            if limit is not None:
-                stmt = stmt.limit(limit)
+            stmt = self._select_events(cluster, after, until, limit,
+                                       (t_events.c.position, t_events.c.type, t_events.c.schema_version,
+                                        t_events.c.data, t_events.c.hash))
             async with self._reader.connect() as conn:
                 rows = (await conn.execute(stmt)).all()
         if rows:  # as read() does: the next append after a catch-up needs no head lookup
             self._remember_head(cluster, rows[-1][0], rows[-1][4])
         if not decode:
             return [(r[0], r[1], r[2], r[3]) for r in rows]
-        paused = len(rows) >= 256 and gc.isenabled()  # as in _convert
-        if paused:
-            gc.disable()
-        try:
+        with gc_paused(len(rows) >= 256):  # as in _convert
             return [(r[0], r[1], r[2], loads(r[3])) for r in rows]
-        finally:
-            if paused:
-                gc.enable()
 
     @_translating
     async def last_position(self, cluster: str) -> int:
