@@ -10,7 +10,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.auth import Authorizer
 from service.api.openapi import render_plugins
-from service.api.responses import EXCEPTION_HANDLERS
+from service.api.responses import COUNTED, EXCEPTION_HANDLERS
 from service.api.routes import STATE_KEY, route_handlers
 from service.api.settings import ApiSettings
 from service.app.service import Gangplank
@@ -20,38 +20,39 @@ from service.metrics import REQUESTS
 API_VERSION = "1"
 
 
-async def _count_response(message: Message, scope: Scope) -> None:
-    """Every answer, including 404s of unknown routes, counted by route template and status."""
-    if message["type"] == "http.response.start" and scope.get("type") == "http":
-        route = scope.get("path_template") or UNMATCHED_ROUTE
-        REQUESTS.labels(scope.get("method", ""), route, str(message["status"])).inc()
-
-
-def _timing_middleware(app: ASGIApp) -> ASGIApp:
+def _outer_middleware(app: ASGIApp) -> ASGIApp:
+    """One layer for what every HTTP request needs (each ASGI layer costs per request):
+    - `?limit=&phase=` is as if the parameters were not given (Kubernetes reads an empty `?limit=` or
+      `?labelSelector=` so; http.md writes the list as `/workloads?namespace=&phase=&limit=&after=`);
+    - every routed answer is counted by route template and status, and timed (answers given before
+      any route, such as 404s of unknown paths, are counted by the exception handlers: see COUNTED)."""
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        started = time.perf_counter()
-        try:
-            await app(scope, receive, send)
-        finally:
-            HTTP_REQUEST_DURATION.labels(scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE) \
-                .observe(time.perf_counter() - started)
-    return middleware
-
-
-def _without_empty_query_values(app: ASGIApp) -> ASGIApp:
-    """`?limit=&phase=` is as if the parameters were not given (Kubernetes reads an empty `?limit=` or
-    `?labelSelector=` so; http.md writes the list as `/workloads?namespace=&phase=&limit=&after=`)."""
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         query = scope.get("query_string") or b""
-        if query and scope["type"] == "http":
+        if query:
             pairs = query.split(b"&")
             kept = [p for p in pairs if p.partition(b"=")[2]]
             if len(kept) != len(pairs):
                 scope["query_string"] = b"&".join(kept)
-        await app(scope, receive, send)
+        status = 0
+        scope[COUNTED] = True  # type: ignore[literal-required]
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        started = time.perf_counter()
+        try:
+            await app(scope, receive, counting_send)
+        finally:
+            method, route = scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE
+            HTTP_REQUEST_DURATION.labels(method, route).observe(time.perf_counter() - started)
+            if status:
+                REQUESTS.labels(method, route, str(status)).inc()
     return middleware
 
 
@@ -66,8 +67,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
         route_handlers=route_handlers(),
         guards=[Authorizer(settings)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        middleware=[_timing_middleware, _without_empty_query_values],
-        before_send=[_count_response],
+        middleware=[_outer_middleware],
         request_max_body_size=settings.max_body_size,
         state=_state(service),
         openapi_config=OpenAPIConfig(

@@ -14,6 +14,8 @@ from litestar.exceptions.http_exceptions import (
     PermissionDeniedException,
 )
 
+from service.api.metrics import UNMATCHED_ROUTE
+from service.metrics import REQUESTS
 from service.schemas import problems
 from service.schemas.errors import InputValidationError
 from service.schemas.problems import PROBLEM_CONTENT_TYPE, problem, validation_problem
@@ -78,7 +80,22 @@ def _litestar_validation_errors(request: Request[Any, Any, Any], exc: Validation
     return errors or [{"loc": ["request"], "msg": str(exc.detail)}]
 
 
+COUNTED = "gangplank.counted"  # set in the scope by the route middleware, which counts the answer
+
+
+def count_unrouted(request: Request[Any, Any, Any], status: int) -> None:
+    """An answer given before any route's middleware ran (no route, method not allowed): counted here."""
+    if not request.scope.get(COUNTED):  # type: ignore[call-overload]
+        REQUESTS.labels(request.scope.get("method", ""), UNMATCHED_ROUTE, str(status)).inc()
+
+
 def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    response = _http_exception_response(request, exc)
+    count_unrouted(request, response.status_code)
+    return response
+
+
+def _http_exception_response(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     headers = dict(exc.headers or {})
     if isinstance(exc, ValidationException):
         return problem_response(validation_problem(_litestar_validation_errors(request, exc)), headers)
@@ -133,6 +150,12 @@ def _store_unavailable(exc: BaseException) -> bool:
 
 
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    response = _unexpected_response(request, exc)
+    count_unrouted(request, response.status_code)
+    return response
+
+
+def _unexpected_response(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     if _store_unavailable(exc):
         log.error("api.store_unavailable", method=request.method, path=request.url.path,
                   error=type(exc).__name__, detail=str(exc)[:500])

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import datetime, timezone
 from typing import Annotated, Any, Callable, Literal, Optional
 
 from litestar import Request, Response, Router, delete, get, post, put
@@ -28,6 +27,7 @@ from service.schemas.names import (
     dns1123_subdomain_error,
 )
 from service.schemas.problems import problem
+from service.clock import utc_now
 from service.schemas.validate import validate_body
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -87,8 +87,6 @@ def check_segments(*segments: tuple[str, str, str]) -> None:
         raise InputValidationError(errors)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _idempotency_key(request: Request[Any, Any, Any]) -> tuple[str | None, list[dict[str, Any]]]:
@@ -155,7 +153,7 @@ async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[s
         raise InputValidationError(errors)
     command = command_for(body)
     origin = Origin(source="http", actor=principal_of(request).actor, command_id=key or str(uuid.uuid4()),
-                    received_at=_now())
+                    received_at=utc_now())
     scope = request.scope
     request_fingerprint = fingerprint(request.method, scope.get("raw_path") or scope["path"].encode("utf-8"),
                          scope.get("query_string", b""), raw)

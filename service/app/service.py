@@ -17,7 +17,6 @@ import pickle
 import zlib
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 import structlog
@@ -30,6 +29,7 @@ from service.domain import views
 from service.domain.replay import Replay, ReplayError
 from service.domain.upcasting import upcast
 from service.gcpause import gc_paused
+from service.clock import utc_now
 from service.store.base import (
     ConcurrencyConflict, ConsumedOffset, DeadLetter, EventStore, IdempotencyKeyTaken,
     IdempotencyRecord, NewEvent, Snapshot, StoredEvent,
@@ -47,8 +47,6 @@ REPLAY_AHEAD = 3  # batches a rebuild reads ahead of the one it folds (workloads
 GROUP_COMMIT_MAX = 64  # commands decided and committed in one transaction at most
 
 
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def problem(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None,
@@ -371,7 +369,7 @@ class Gangplank:
                         etype, data = rejection_event(cmd.type, cmd.name, cmd.namespace, accepted)
                     else:
                         etype, data = accepted
-                    received = item.origin.received_at or now_rfc3339()
+                    received = item.origin.received_at or utc_now()
                     meta = {"commandId": item.origin.command_id or key, "source": item.origin.source,
                             "actor": item.origin.actor, "causationPosition": None, "receivedAt": received}
                     inp = Event(state.position + 1, etype, data)

@@ -459,27 +459,35 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     key = g.spec.topology_key
     assert key is not None
     rcols = [nodes.resources[r] for r, _ in requests]
-    usums = np.add.reduceat(used[:, rcols], starts)  # exact integers, per domain and resource
-    asums = [nodes.domain_alloc_sums(key, col) for col in rcols]
     fidx = np.array(feasible)
-    fl = np.zeros(len(feasible))
+    kf = k[fidx]
+    usums = np.add.reduceat(used[:, rcols], starts)[fidx]  # exact integers, per feasible domain and resource
+    dens = []
+    fl: Any = 0.0
     for j, (col, (_, q)) in enumerate(zip(rcols, requests)):
-        a = asums[j][fidx]
-        fl += np.where(a > 0, (usums[fidx, j] + k[fidx] * q) / np.where(a > 0, a, 1), 0.0)
-    top = fl.max()
-    band = [d for d, f in zip(feasible, fl) if f >= top - _EPS * max(1.0, abs(top))]
+        a = nodes.domain_alloc_sums(key, col)[fidx]
+        dens.append(a)
+        fl = fl + np.where(a > 0, (usums[:, j] + kf * float(q)) / np.where(a > 0, a, 1), 0.0)
+    top = float(fl.max())
+    band = np.flatnonzero(fl >= top - _EPS * max(1.0, abs(top)))  # indices into feasible, ascending
     if len(band) == 1:
-        return band[0], k
-
-    def exact(d: int) -> Fraction:
-        total = Fraction(0)
-        for j, (_, q) in enumerate(requests):
-            a = int(asums[j][d])
-            if a > 0:
-                total += Fraction(int(usums[d, j]) + int(k[d]) * q, a)
-        return total
-
-    return max(band, key=lambda d: (exact(d), -d)), k
+        return feasible[int(band[0])], k
+    # exact scores (Python integers); domains with equal sums score equally (identical racks
+    # in an emptyish cluster are scored once)
+    amounts = [q for _, q in requests]
+    rows = np.column_stack([usums, kf, *dens])[band].tolist()
+    scores: dict[tuple[int, ...], Fraction] = {}
+    best_i, best = -1, Fraction(-1)
+    for i, row in zip(band.tolist(), rows):
+        t = tuple(row)
+        score = scores.get(t)
+        if score is None:
+            r, kk = len(amounts), t[len(amounts)]
+            score = scores[t] = sum((Fraction(u + kk * q, a) for u, q, a in zip(t[:r], amounts, t[r + 1:])
+                                     if a > 0), Fraction(0))
+        if score > best:  # strictly: ties keep the smaller label value (earlier index)
+            best_i, best = i, score
+    return feasible[best_i], k
 
 
 def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,

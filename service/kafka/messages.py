@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from service.app.commands import Command, Origin
 from service.app.service import BatchItem
 from service.schemas.envelope import validate_envelope
 from service.schemas.errors import InputValidationError
+from service.clock import utc_now
 from service.store.base import DeadLetter, canonical_json
 
 # The `error` header is a one-line summary; a message with many errors is cut here.
@@ -34,8 +34,6 @@ def command_fingerprint(command: Command) -> str:
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
 
 
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ def parse_record(value: bytes | None, *, topic: str, received_at: str | None = N
         return Malformed("(root): nested too deeply")
     command = message.command
     origin = Origin(source="kafka", actor=f"kafka:{topic}", command_id=message.id,
-                    received_at=received_at or now_rfc3339())
+                    received_at=received_at or utc_now())
     return Parsed(message.id, BatchItem(command, origin, message.id, command_fingerprint(command)))
 
 

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+import msgspec
+
 GENESIS_HASH = "0" * 64
 
 
@@ -22,6 +24,25 @@ def canonical_json(value: Any) -> str:
     """events.md: sorted keys, no insignificant whitespace, ASCII only (the same text as
     json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True))."""
     return _CANONICAL_ENCODER.encode(value)
+
+
+_MSGSPEC_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def canonical_record_json(value: Any) -> str:
+    """canonical_json() of what Gangplank records (event data and metadata, stored answers), ~8x
+    faster. For JSON values without floats msgspec writes the same text as json.dumps, except for
+    non-ASCII and DEL (json escapes them): those take the json path, as does anything msgspec
+    refuses. Floats never reach a record: validation rejects them everywhere (a 422) and the
+    decider makes none. /audit/verify re-encodes stored data with canonical_json() itself, so a
+    difference would show as a broken chain."""
+    try:
+        out = _MSGSPEC_SORTED.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        return canonical_json(value)
+    if out.isascii() and b"\x7f" not in out:
+        return out.decode("ascii")
+    return canonical_json(value)
 
 
 def chain_hash(prev_hash: str, envelope_without_hashes: dict[str, Any]) -> str:

@@ -32,7 +32,6 @@ import hashlib
 import json
 import re
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
 
 import asyncpg
@@ -44,6 +43,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import greenlet_spawn
 
+from service.clock import utc_now
 from service.gcpause import gc_paused
 
 from .base import (
@@ -60,6 +60,7 @@ from .base import (
     StoredEvent,
     VerifyResult,
     canonical_json,
+    canonical_record_json,
 )
 from .schema import clusters as t_clusters
 from .schema import consumer_offsets as t_offsets
@@ -85,9 +86,6 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def utc_now() -> str:
-    """RFC 3339 UTC with microseconds and "Z", e.g. 2026-11-30T10:00:00.001234Z."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # canonical_json() of a str: the C quoting function json.dumps(..., ensure_ascii=True) uses.
@@ -412,7 +410,7 @@ class SqlEventStore:
     @staticmethod
     def _idempotency_rows(records: Sequence[IdempotencyRecord]) -> list[dict[str, Any]]:
         rows = [{"key": r.key, "fingerprint": r.fingerprint, "status": int(r.status),
-                 "body": canonical_json(r.body), "cluster": r.cluster, "position": r.position}
+                 "body": canonical_record_json(r.body), "cluster": r.cluster, "position": r.position}
                 for r in sorted(records, key=lambda r: r.key)]  # sorted: a fixed lock order
         if len({r["key"] for r in rows}) != len(rows):
             raise IdempotencyKeyTaken("the same idempotency key twice in one append")
@@ -479,8 +477,8 @@ class SqlEventStore:
         if expected_position < 0:
             raise ValueError("expected_position must be >= 0")
         # Serialise outside any lock: the canonical texts that are stored and hashed.
-        prepared = [(e.type, int(e.schema_version), canonical_json(e.data), canonical_json(e.metadata))
-                    for e in events]
+        prepared = [(e.type, int(e.schema_version), canonical_record_json(e.data),
+                     canonical_record_json(e.metadata)) for e in events]
         idem_rows = self._idempotency_rows(idempotency)
         offset_rows = self._offset_rows(offsets)
         dead_rows = self._dead_letter_rows(dead_letters)

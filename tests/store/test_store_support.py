@@ -17,7 +17,7 @@ from service.store import (
     normalize_url,
     open_store,
 )
-from service.store.base import StoreUnavailable, chain_hash
+from service.store.base import StoreUnavailable, canonical_record_json, chain_hash
 from service.store.migrate import head_revisions, schema_is_current, upgrade
 from service.store.schema import ALL_TABLES
 from service.store.sql import envelope_json, hash_input
@@ -191,3 +191,18 @@ async def test_lost_connections_cost_one_failed_call(pg_database_url: str) -> No
 @given(value=json_values)
 def test_canonical_json_is_the_text_events_md_specifies(value) -> None:
     assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+# what Gangplank records: no floats (validation rejects them), any text (ASCII, control
+# characters, DEL, non-ASCII, astral), big integers, nesting
+record_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(-(2**80), 2**80) | st.text()
+    | st.sampled_from(["\x7f", "a\x00b", "\u00e9", "\U0001f600", "\\\"", "\u2028"]),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=record_values)
+def test_the_fast_record_encoder_writes_the_canonical_text(value) -> None:
+    assert canonical_record_json(value) == canonical_json(value)
