@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from litestar import Litestar
+from litestar.connection import ASGIConnection
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -20,40 +21,46 @@ from service.metrics import REQUESTS
 API_VERSION = "1"
 
 
-def _outer_middleware(app: ASGIApp) -> ASGIApp:
-    """One layer for what every HTTP request needs (each ASGI layer costs per request):
+def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
+    """One layer for what every routed HTTP request needs (each ASGI layer costs per request):
+    - access (auth.Authorizer), checked here rather than as a Litestar guard, which copies the
+      route handler on every request; a refusal (401/403) is answered by the exception handlers;
     - `?limit=&phase=` is as if the parameters were not given (Kubernetes reads an empty `?limit=` or
       `?labelSelector=` so; http.md writes the list as `/workloads?namespace=&phase=&limit=&after=`);
     - every routed answer is counted by route template and status, and timed (answers given before
       any route, such as 404s of unknown paths, are counted by the exception handlers: see COUNTED)."""
-    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        query = scope.get("query_string") or b""
-        if query:
-            pairs = query.split(b"&")
-            kept = [p for p in pairs if p.partition(b"=")[2]]
-            if len(kept) != len(pairs):
-                scope["query_string"] = b"&".join(kept)
-        status = 0
-        scope[COUNTED] = True  # type: ignore[literal-required]
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            if not authorizer.open:
+                await authorizer(ASGIConnection(scope, receive, send), scope["route_handler"])
+            query = scope.get("query_string") or b""
+            if query:
+                pairs = query.split(b"&")
+                kept = [p for p in pairs if p.partition(b"=")[2]]
+                if len(kept) != len(pairs):
+                    scope["query_string"] = b"&".join(kept)
+            status = 0
+            scope[COUNTED] = True  # type: ignore[literal-required]
 
-        async def counting_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
+            async def counting_send(message: Message) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                await send(message)
 
-        started = time.perf_counter()
-        try:
-            await app(scope, receive, counting_send)
-        finally:
-            method, route = scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE
-            HTTP_REQUEST_DURATION.labels(method, route).observe(time.perf_counter() - started)
-            if status:
-                REQUESTS.labels(method, route, str(status)).inc()
-    return middleware
+            started = time.perf_counter()
+            try:
+                await app(scope, receive, counting_send)
+            finally:
+                method, route = scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE
+                HTTP_REQUEST_DURATION.labels(method, route).observe(time.perf_counter() - started)
+                if status:
+                    REQUESTS.labels(method, route, str(status)).inc()
+        return middleware
+    return wrap
 
 
 def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug: bool = False) -> Litestar:
@@ -65,9 +72,8 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     settings = settings or ApiSettings()
     return Litestar(
         route_handlers=route_handlers(),
-        guards=[Authorizer(settings)],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        middleware=[_outer_middleware],
+        middleware=[_route_middleware(Authorizer(settings))],
         request_max_body_size=settings.max_body_size,
         state=_state(service),
         openapi_config=OpenAPIConfig(

@@ -12,7 +12,7 @@ Each route handler declares what it needs in `opt["access"]`:
 | audit | yes | yes | – |
 | public (health, metrics, OpenAPI) | anyone, no token needed |
 
-The check runs as a Litestar guard: after routing (404/405 first), before the body is read,
+The check runs in the app's route middleware: after routing (404/405 first), before the body is read,
 so a request without a valid token (401) or with one whose role does not cover it (403)
 never reaches the service and records nothing.
 """
@@ -59,16 +59,16 @@ def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
 
 
 class Authorizer:
-    """The guard; one per app (it holds the token digests of the app's settings)."""
+    """The access check; one per app (it holds the token digests of the app's settings)."""
 
     def __init__(self, settings: ApiSettings):
-        self._open = settings.is_open
+        self.open = settings.is_open
         self._principals = settings.principals()
 
     async def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
         # async: Litestar runs a sync guard in a worker thread (about 0.5 ms per request)
         access = handler.opt.get("access")
-        if access is None or access == PUBLIC or self._open:
+        if access is None or access == PUBLIC or self.open:
             return
         token = _bearer(connection)
         principal = self._principals.get(hashlib.sha256(token.encode("utf-8")).hexdigest()) if token else None

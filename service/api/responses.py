@@ -84,9 +84,11 @@ COUNTED = "gangplank.counted"  # set in the scope by the route middleware, which
 
 
 def count_unrouted(request: Request[Any, Any, Any], status: int) -> None:
-    """An answer given before any route's middleware ran (no route, method not allowed): counted here."""
-    if not request.scope.get(COUNTED):  # type: ignore[call-overload]
-        REQUESTS.labels(request.scope.get("method", ""), UNMATCHED_ROUTE, str(status)).inc()
+    """An answer given before the route middleware counted it (no route, method not allowed, access
+    refused): counted here."""
+    scope = request.scope
+    if not scope.get(COUNTED):  # type: ignore[call-overload]
+        REQUESTS.labels(scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE, str(status)).inc()
 
 
 def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
