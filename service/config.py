@@ -32,6 +32,8 @@ class Settings:
     kafka_idempotence: bool = True  # Apache Kafka; brokers without InitProducerId (Tansu) need False
     kafka_partitions: int = 6  # when the service creates the topics
     kafka_session_timeout_ms: int = 10_000  # consumer group session: how soon a dead replica's partitions move
+    # command records are validated in this many worker processes, a poll ahead of deciding (0: inline)
+    kafka_parse_workers: int = 1 if (os.cpu_count() or 1) > 1 else 0
     snapshot_every: int = 1000
 
     @classmethod
@@ -49,6 +51,7 @@ class Settings:
             "kafka_partitions": int(env.get("GANGPLANK_KAFKA_PARTITIONS", cls.kafka_partitions)),
             "kafka_session_timeout_ms": int(env.get("GANGPLANK_KAFKA_SESSION_TIMEOUT_MS",
                                                     cls.kafka_session_timeout_ms)),
+            "kafka_parse_workers": int(env.get("GANGPLANK_KAFKA_PARSE_WORKERS", cls.kafka_parse_workers)),
             "snapshot_every": int(env.get("GANGPLANK_SNAPSHOT_EVERY", cls.snapshot_every)),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -15,9 +15,10 @@ Partitions are processed concurrently (each partition's units one after another)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
@@ -25,7 +26,7 @@ from aiokafka.structs import ConsumerRecord
 
 from service import metrics
 from service.app.service import Gangplank
-from service.kafka.messages import Malformed, Parsed, dead_letter, key_conflict_error, parse_record
+from service.kafka.messages import Malformed, Parsed, dead_letter, key_conflict_error, parse_values
 from service.store.base import ConsumedOffset, IdempotencyRecord, StoreUnavailable
 
 log = structlog.get_logger("gangplank.kafka.consumer")
@@ -63,24 +64,35 @@ class Dead:
 
 
 Unit = Run | Dead
+Parser = Callable[[list[Any], str], Awaitable[list[Parsed | Malformed]]]
 
 
-def plan(records: Sequence[ConsumerRecord], *, topic: str, max_run: int) -> list[Unit]:
+@dataclass
+class Poll:
+    """One getmany: its records, each partition's epoch when fetched, and the parsed values
+    (by a parser; empty when parsing is left to `plan`)."""
+    batch: dict[TopicPartition, list[ConsumerRecord]]
+    epochs: dict[TopicPartition, int]
+    parsed: dict[TopicPartition, list[Parsed | Malformed]]
+
+
+def plan(records: Sequence[ConsumerRecord], *, topic: str, max_run: int,
+         parsed_values: Sequence[Parsed | Malformed] | None = None) -> list[Unit]:
     """Cut one partition's records (offset order) into units, keeping their order.
 
     A run ends at a record of another cluster, a malformed record, a message id already in
     the run (so the application service sees each id once per call and answers the second
-    from the first's stored record, or dead-letters it when it differs), or `max_run`."""
+    from the first's stored record, or dead-letters it when it differs), or `max_run`.
+    `parsed_values`: the records' values parsed already (messages.parse_values)."""
+    if parsed_values is None:
+        parsed_values = parse_values([r.value for r in records], topic)
     units: list[Unit] = []
     run: Run | None = None
-    received = None
-    for record in records:
-        parsed = parse_record(record.value, topic=topic, received_at=received)
+    for record, parsed in zip(records, parsed_values):
         if isinstance(parsed, Malformed):
             run = None
             units.append(Dead(record, parsed.error))
             continue
-        received = parsed.item.origin.received_at  # one timestamp per poll is precise enough
         if run is None or run.cluster != parsed.cluster or parsed.key in run.keys or len(run.records) >= max_run:
             run = Run(parsed.cluster)
             units.append(run)
@@ -95,7 +107,7 @@ class CommandConsumer:
 
     def __init__(self, service: Gangplank, consumer: AIOKafkaConsumer, *, group: str, topic: str,
                  dlq_topic: str, max_records: int = 2000, max_run: int = 500,
-                 commit_interval: float = 1.0) -> None:
+                 commit_interval: float = 1.0, parser: Parser | None = None) -> None:
         self.service = service
         self.consumer = consumer
         self.group = group
@@ -115,6 +127,10 @@ class CommandConsumer:
         self._last_hint = 0.0
         self._backoffs: dict[TopicPartition, Backoff] = {}
         self.listener = _Listener(self)
+        self.parser = parser
+        # Bumped whenever a partition's position is set other than by processing (a seek, a failure,
+        # a (re)assignment): a poll fetched before that is not processed for it (it is fetched again).
+        self._epochs: dict[TopicPartition, int] = {}
 
     # -- assignment and synchronisation with the database ----------------------------------------
     def owns_partition_zero(self) -> bool:
@@ -123,6 +139,7 @@ class CommandConsumer:
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         async with self.lock:
             for tp in assigned:
+                self._bump(tp)
                 self.positions.pop(tp, None)
                 self.consumer.pause(tp)
                 self.unsynced[tp] = (0.0, Backoff())
@@ -133,6 +150,7 @@ class CommandConsumer:
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         async with self.lock:  # in-flight processing finishes before the partitions move
             for tp in revoked:
+                self._bump(tp)
                 self.positions.pop(tp, None)
                 self.unsynced.pop(tp, None)
                 self._committed_hint.pop(tp, None)
@@ -169,6 +187,7 @@ class CommandConsumer:
             if offset is None:
                 offset = beginnings[tp]
             self.consumer.seek(tp, offset)
+            self._bump(tp)
             self.positions[tp] = offset
             del self.unsynced[tp]
             self.consumer.resume(tp)
@@ -178,30 +197,69 @@ class CommandConsumer:
         previous = self.unsynced.get(tp)
         backoff = previous[1] if previous else self._backoffs.setdefault(tp, Backoff())
         delay = backoff.next()
+        self._bump(tp)
         self.positions.pop(tp, None)
         self.consumer.pause(tp)
         self.unsynced[tp] = (time.monotonic() + delay, backoff)
         log.warning("kafka.partition_paused", partition=tp.partition, error=f"{type(exc).__name__}: {exc}",
                     retry_in=round(delay, 2))
 
+    def _bump(self, tp: TopicPartition) -> None:
+        self._epochs[tp] = self._epochs.get(tp, 0) + 1
+
     # -- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:
-        while not self.stopping.is_set():
-            if self.unsynced:
-                async with self.lock:
-                    await self._sync_due()
-            batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
-            if batch:
-                async with self.lock:
-                    work = {tp: records for tp, records in batch.items() if tp in self.positions}
-                    if work:
-                        await asyncio.gather(*(self._partition(tp, records) for tp, records in work.items()))
-            self._update_lag()
-            await self._commit_hint()
+        """Poll, parse, decide. With a parser (worker processes), the next poll is fetched and
+        parsed while this one is decided and committed: parsing leaves the deciding process."""
+        ahead: asyncio.Future[Poll] | None = None
+        try:
+            while not self.stopping.is_set():
+                if self.unsynced:
+                    async with self.lock:
+                        await self._sync_due()
+                poll = await (ahead or self._poll())
+                ahead = None
+                if poll.batch:
+                    if self.parser is not None:
+                        ahead = asyncio.ensure_future(self._poll())
+                    async with self.lock:
+                        work = {tp: records for tp, records in poll.batch.items()
+                                if tp in self.positions and self._epochs.get(tp, 0) == poll.epochs[tp]}
+                        if work:
+                            await asyncio.gather(*(self._partition(tp, records, poll.parsed.get(tp))
+                                                   for tp, records in work.items()))
+                self._update_lag()
+                await self._commit_hint()
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+                with contextlib.suppress(BaseException):
+                    await ahead
 
-    async def _partition(self, tp: TopicPartition, records: list[ConsumerRecord]) -> None:
+    async def _poll(self) -> Poll:
+        batch = await self.consumer.getmany(timeout_ms=100, max_records=self.max_records)
+        epochs = {tp: self._epochs.get(tp, 0) for tp in batch}  # as fetched: before any await
+        parsed: dict[TopicPartition, list[Parsed | Malformed]] = {}
+        if batch and self.parser is not None:
+            partitions = list(batch)
+            values = [r.value for tp in partitions for r in batch[tp]]
+            try:
+                flat = await self.parser(values, self.topic)
+            except Exception as exc:  # a worker died: parse here instead
+                log.warning("kafka.parser_failed", error=f"{type(exc).__name__}: {exc}")
+                flat = parse_values(values, self.topic)
+            i = 0
+            for tp in partitions:
+                parsed[tp] = flat[i:i + len(batch[tp])]
+                i += len(batch[tp])
+        return Poll(batch, epochs, parsed)
+
+    async def _partition(self, tp: TopicPartition, records: list[ConsumerRecord],
+                         parsed: list[Parsed | Malformed] | None = None) -> None:
         start = self.positions[tp]
         if records[0].offset < start:  # a stale fetch, or a command topic recreated under a kept database
+            if parsed is not None:
+                parsed = [p for r, p in zip(records, parsed) if r.offset >= start]
             kept = [r for r in records if r.offset >= start]
             log.warning("kafka.records_below_stored_offset", partition=tp.partition, first=records[0].offset,
                         stored=start, skipped=len(records) - len(kept),
@@ -210,7 +268,7 @@ class CommandConsumer:
         if not records:
             return
         try:
-            for unit in plan(records, topic=tp.topic, max_run=self.max_run):
+            for unit in plan(records, topic=tp.topic, max_run=self.max_run, parsed_values=parsed):
                 if isinstance(unit, Run):
                     await self._run(tp, unit)
                     last = unit.records[-1].offset

@@ -15,7 +15,7 @@ from service.app.service import BatchItem
 from service.schemas.envelope import validate_envelope
 from service.schemas.errors import InputValidationError
 from service.clock import utc_now
-from service.store.base import DeadLetter, canonical_json
+from service.store.base import DeadLetter, canonical_record_json
 
 # The `error` header is a one-line summary; a message with many errors is cut here.
 MAX_ERROR_HEADER = 4096
@@ -31,7 +31,7 @@ def command_fingerprint(command: Command) -> str:
     a bare sha256 of method, path and raw body) is told apart from a Kafka one."""
     document = {"type": command.type, "cluster": command.cluster, "namespace": command.namespace,
                 "name": command.name, "body": command.body}
-    return FINGERPRINT_PREFIX + hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
+    return FINGERPRINT_PREFIX + hashlib.sha256(canonical_record_json(document).encode("utf-8")).hexdigest()
 
 
 
@@ -66,6 +66,19 @@ def parse_record(value: bytes | None, *, topic: str, received_at: str | None = N
     origin = Origin(source="kafka", actor=f"kafka:{topic}", command_id=message.id,
                     received_at=received_at or utc_now())
     return Parsed(message.id, BatchItem(command, origin, message.id, command_fingerprint(command)))
+
+
+def parse_values(values: list[bytes | None], topic: str) -> list[Parsed | Malformed]:
+    """parse_record for one poll's record values, in order, with one `receivedAt` for the poll
+    (precise enough, and a worker process can do it: everything here is picklable)."""
+    received: str | None = None
+    out: list[Parsed | Malformed] = []
+    for value in values:
+        parsed = parse_record(value, topic=topic, received_at=received)
+        if received is None and isinstance(parsed, Parsed):
+            received = parsed.item.origin.received_at
+        out.append(parsed)
+    return out
 
 
 def dead_letter(dlq_topic: str, *, key: bytes | None, value: bytes | None, error: str,

@@ -42,6 +42,7 @@ class OutboxRelay:
         self.published = 0  # rows acknowledged and deleted
         self._partitioner = DefaultPartitioner()
         self._partitions: dict[str, list[int]] = {}
+        self._chosen: dict[tuple[str, bytes | None], int] = {}
 
     async def run(self) -> None:
         backoff = Backoff()
@@ -84,11 +85,21 @@ class OutboxRelay:
                 pass
 
     async def _partition_of(self, topic: str, key: bytes | None) -> int:
+        """The partition Kafka's default partitioner gives the key (murmur2, computed in Python:
+        remembered per key, which is the cluster's name, until the partitions are read again)."""
+        chosen = self._chosen.get((topic, key))
+        if chosen is not None:
+            return chosen
         partitions = self._partitions.get(topic)
         if partitions is None:
             partitions = sorted(await self.producer.partitions_for(topic))
             self._partitions[topic] = partitions
-        return self._partitioner(key, partitions, partitions)
+        chosen = self._partitioner(key, partitions, partitions)
+        if key is not None:  # a null key's partition is random: not remembered
+            if len(self._chosen) >= 100_000:
+                self._chosen.clear()
+            self._chosen[(topic, key)] = chosen
+        return chosen
 
     async def _publish(self, rows: Sequence[OutboxItem]) -> bool:
         """Send every row, waiting for each partition's batches in turn; retry until all are acked."""
@@ -104,6 +115,7 @@ class OutboxRelay:
                 return True
             except Exception as exc:  # broker away, timeout, unknown partition: send the round again
                 self._partitions.clear()
+                self._chosen.clear()
                 delay = backoff.next()
                 if isinstance(exc, ExceptionGroup):
                     exc = exc.exceptions[0]

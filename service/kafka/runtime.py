@@ -15,12 +15,22 @@ Only one replica relays at a time: the one whose consumer holds partition 0 of t
 topic (a replica alone holds them all). Order and completeness never depend on that choice;
 it only keeps replicas from publishing every row twice. A process started with
 `relay="always"` relays regardless.
+
+Command records are validated in `settings.kafka_parse_workers` worker processes (ParsePool),
+a poll ahead of the one being decided, so that validation does not take the deciding process's
+CPU; 0 validates them inline.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import concurrent.futures.process
 import contextlib
-from typing import Literal
+import multiprocessing
+import os
+import threading
+import time
+from typing import Any, Literal
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -30,6 +40,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from service.app.service import Gangplank
 from service.config import Settings
 from service.kafka.consumer import Backoff, CommandConsumer
+from service.kafka.messages import parse_values
 from service.kafka.relay import OutboxRelay
 
 log = structlog.get_logger("gangplank.kafka")
@@ -70,6 +81,50 @@ async def ensure_topics(settings: Settings, *, timeout: float = 30.0) -> list[st
         await admin.close()
 
 
+def _exit_with_parent(parent: int) -> None:
+    """A worker's initializer: leave when the process that started it is gone (a SIGKILLed
+    service must not leave its workers behind)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+    threading.Thread(target=watch, name="gangplank-parent-watch", daemon=True).start()
+
+
+class ParsePool:
+    """Worker processes that validate command records (messages.parse_values) for the consumer,
+    so that parsing a poll overlaps deciding the previous one in this process. A broken pool
+    (a worker killed) is replaced on the next call; the consumer parses inline meanwhile."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+
+    def _executor(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_exit_with_parent, initargs=(os.getpid(),))
+        return self._pool
+
+    async def __call__(self, values: list[Any], topic: str) -> list[Any]:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor(), parse_values, values, topic)
+        except concurrent.futures.process.BrokenProcessPool:
+            self.close()
+            raise
+
+    async def warm_up(self) -> None:
+        """Start the workers and import what they need before the first poll."""
+        with contextlib.suppress(Exception):
+            await self([], "warm-up")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
 class KafkaRuntime:
     def __init__(self, service: Gangplank, settings: Settings, *,
                  relay: Literal["leader", "always", "never"] = "leader",
@@ -88,10 +143,14 @@ class KafkaRuntime:
         self._task: asyncio.Task[None] | None = None
         self.processed = 0  # records processed by earlier consumers of this runtime
         self.published = 0
+        self.parse_pool = ParsePool(settings.kafka_parse_workers) if settings.kafka_parse_workers > 0 else None
+        self._warm_up: asyncio.Task[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self, connect_timeout: float = 15.0) -> "KafkaRuntime":
         self.service.kafka_running = False
+        if self.parse_pool is not None:  # the workers start meanwhile; the first poll waits for them
+            self._warm_up = asyncio.create_task(self.parse_pool.warm_up(), name="gangplank-parse-pool")
         self._task = asyncio.create_task(self._supervise(), name="gangplank-kafka")
         try:
             await asyncio.wait_for(self.connected.wait(), timeout=connect_timeout)
@@ -113,6 +172,8 @@ class KafkaRuntime:
                 with contextlib.suppress(BaseException):
                     await self._task
         self.service.kafka_running = False
+        if self.parse_pool is not None:
+            self.parse_pool.close()
 
     @property
     def total_processed(self) -> int:
@@ -166,7 +227,8 @@ class KafkaRuntime:
             await producer.start()
             await kafka_consumer.start()
             consumer = CommandConsumer(self.service, kafka_consumer, group=s.consumer_group, topic=s.commands_topic,
-                                       dlq_topic=s.dlq_topic, max_records=self.max_records, max_run=self.max_run)
+                                       dlq_topic=s.dlq_topic, max_records=self.max_records, max_run=self.max_run,
+                                       parser=self.parse_pool)
             relay = OutboxRelay(self.service, producer, active=self._relay_active)
             self.consumer, self.relay = consumer, relay
             kafka_consumer.subscribe([s.commands_topic], listener=consumer.listener)

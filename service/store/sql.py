@@ -121,6 +121,8 @@ def _encode_headers(headers: Sequence[tuple[str, bytes]]) -> str:
 
 
 def _decode_headers(text: str) -> list[tuple[str, bytes]]:
+    if text == "[]":  # every event row
+        return []
     return [(name, base64.b64decode(value)) for name, value in json.loads(text)]
 
 
@@ -253,6 +255,7 @@ _PG_READ_DATA = ("SELECT position, type, schema_version, data, hash FROM events"
                  " WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
 _PG_READ_TEXT = ("SELECT position, type, schema_version, data FROM events"
                  " WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
+_PG_OUTBOX_BATCH = "SELECT id, topic, key, value, headers, cluster, position FROM outbox ORDER BY id LIMIT $1"
 _PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
             " FROM events WHERE cluster = $1 AND" + _PG_RANGE.replace("$4", "9223372036854775807")
             + " ORDER BY position LIMIT $3")
@@ -882,11 +885,14 @@ class SqlEventStore:
     @_translating
     async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]:
         """Unsent rows in id order (a cluster's rows are in position order)."""
-        async with self._reader.connect() as conn:
-            rows = (await conn.execute(
-                sa.select(t_outbox.c.id, t_outbox.c.topic, t_outbox.c.key, t_outbox.c.value,
-                          t_outbox.c.headers, t_outbox.c.cluster, t_outbox.c.position)
-                .order_by(t_outbox.c.id).limit(limit))).all()
+        if not self._is_sqlite:  # the relay's hot path: asyncpg directly
+            rows = await self._pg("fetch", _PG_OUTBOX_BATCH, limit)
+        else:
+            async with self._reader.connect() as conn:
+                rows = (await conn.execute(
+                    sa.select(t_outbox.c.id, t_outbox.c.topic, t_outbox.c.key, t_outbox.c.value,
+                              t_outbox.c.headers, t_outbox.c.cluster, t_outbox.c.position)
+                    .order_by(t_outbox.c.id).limit(limit))).all()
         return [OutboxItem(id=int(r[0]), topic=r[1], key=None if r[2] is None else bytes(r[2]),
                            value=bytes(r[3]), headers=_decode_headers(r[4]), cluster=r[5],
                            position=None if r[6] is None else int(r[6])) for r in rows]
