@@ -28,6 +28,10 @@ class DomainLayout:
         self.order = order  # live labelled rows, grouped by domain (every domain has one at least)
         self.starts = starts  # where each domain's rows begin in `order`
         self.alloc_sums: dict[int, np.ndarray] = {}
+        self.domain_of = ids[order]  # the domain of each position in `order`
+        self.position_of = np.full(len(ids), -1, dtype=np.int64)  # row -> position in `order` (-1: none)
+        self.position_of[order] = np.arange(len(order))
+        self.fits: dict[Any, Any] = {}  # placement._DomainFits per pod shape
         self._alloc_cols: dict[int, np.ndarray] = {}
 
     def alloc_column(self, alloc: np.ndarray, col: int) -> np.ndarray:
@@ -61,6 +65,11 @@ class NodeTable:
         self._selector_cache: dict[tuple, np.ndarray] = {}
         self._domain_cache: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._rank: np.ndarray | None = None
+        # Usage changes, for caches that follow `used` row by row (placement._DomainFits): every
+        # writer of `used` appends the rows it changed to `touched`, or calls usage_changed()
+        # when it changed too many to list (the caches then start over).
+        self.touched: list[int] = []
+        self.usage_epoch = 0
 
     # -- snapshots: caches are left out, specs travel as plain tuples (pickled ~10x faster)
     def __getstate__(self) -> dict[str, Any]:
@@ -69,10 +78,13 @@ class NodeTable:
                           for sp in self.specs]
         state["_selector_cache"], state["_domain_cache"], state["_rank"] = {}, {}, None
         state["_col_cache"] = {}
+        state["touched"] = []
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state["specs"] = [None if sp is None else NodeSpec(*sp) for sp in state["specs"]]
+        state.setdefault("touched", [])  # snapshots taken before it existed
+        state.setdefault("usage_epoch", 0)
         self.__dict__.update(state)
 
     # -- growth ---------------------------------------------------------------------
@@ -91,6 +103,7 @@ class NodeTable:
             self.alloc = np.pad(self.alloc, pad)
             self.declared = np.pad(self.declared, pad)
             self.used = np.pad(self.used, pad)
+            self.usage_changed()
         return col
 
     def _grow(self) -> None:
@@ -99,6 +112,7 @@ class NodeTable:
         self.alloc = np.vstack([self.alloc, np.zeros((extra, self.alloc.shape[1]), dtype=np.int64)])
         self.declared = np.vstack([self.declared, np.zeros((extra, self.declared.shape[1]), dtype=bool)])
         self.used = np.vstack([self.used, np.zeros((extra, self.used.shape[1]), dtype=np.int64)])
+        self.usage_changed()
         self.alive = np.concatenate([self.alive, np.zeros(extra, dtype=bool)])
         self.schedulable = np.concatenate([self.schedulable, np.zeros(extra, dtype=bool)])
         self._cap = new_cap
@@ -140,6 +154,11 @@ class NodeTable:
         self._rank = None
         self._invalidate()
         return idx
+
+    def usage_changed(self) -> None:
+        """`used` changed in ways not listed in `touched` (or was replaced): caches start over."""
+        self.usage_epoch += 1
+        self.touched = []
 
     def _invalidate(self) -> None:
         self.version += 1

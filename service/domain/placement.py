@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from service.domain import devices as dra
-from service.domain.state import ClusterState, Group
+from service.domain.state import TOUCHED_MAX, ClusterState, Group
 
 _EPS = 1e-9
 
@@ -54,13 +54,19 @@ class Trial:
         self.ledger = dra.Ledger(state)
 
     def add(self, node: int, vec: np.ndarray) -> None:
-        self.state.nodes.used[node] += vec
+        nodes = self.state.nodes
+        nodes.used[node] += vec
+        nodes.touched.append(node)
         self.rows.append((node, vec))
 
     def rollback(self) -> None:
-        used = self.state.nodes.used
+        nodes = self.state.nodes
+        used = nodes.used
         for node, vec in reversed(self.rows):
             used[node] -= vec
+        nodes.touched.extend(node for node, _ in self.rows)
+        if len(nodes.touched) > TOUCHED_MAX:
+            nodes.usage_changed()
         self.rows.clear()
         self.ledger.rollback()
 
@@ -417,6 +423,65 @@ def _fit_counts(layout: Any, used: np.ndarray, alloc: np.ndarray, cols: np.ndarr
     return fit.astype(np.int64)
 
 
+_FIT_CAP = 10_001  # above any group's pod count (a workload has at most 10,000 pods)
+_FIT_CACHES = 16  # pod shapes followed per layout
+
+
+class _DomainFits:
+    """For one pod shape and layout: how many such pods fit on each row (in layout order,
+    eligibility applied, capped at _FIT_CAP, which leaves min(sum, pods) unchanged for every
+    group), their sums per domain, and the usage sums per domain. A layout lives until the next
+    node change; within its life only usage changes, and every writer of usage lists the rows
+    it changed in NodeTable.touched (or bumps usage_epoch): only those rows are recomputed."""
+
+    __slots__ = ("epoch", "seen", "snap", "eligible", "fit", "ksum", "usums")
+
+    def __init__(self, epoch: int, seen: int, snap: np.ndarray, eligible: np.ndarray, fit: np.ndarray,
+                 ksum: np.ndarray, usums: np.ndarray) -> None:
+        self.epoch, self.seen, self.snap, self.eligible = epoch, seen, snap, eligible
+        self.fit, self.ksum, self.usums = fit, ksum, usums
+
+
+def _domain_fits(state: ClusterState, g: Group, shape: int, layout: Any, vec: np.ndarray,
+                 cols: np.ndarray) -> _DomainFits:
+    nodes = state.nodes
+    touched = nodes.touched
+    key = (vec.tobytes(), g.workload.spec.shapes[shape].node_selector)
+    hit: _DomainFits | None = layout.fits.get(key)
+    if hit is None or hit.epoch != nodes.usage_epoch or hit.snap.shape[1] != nodes.used.shape[1] \
+            or hit.seen > len(touched):
+        if len(layout.fits) >= _FIT_CACHES:
+            layout.fits.clear()
+        used = np.take(nodes.used, layout.order, axis=0)
+        eligible = base_mask(state, g, shape)[layout.order]
+        fit = _fit_counts(layout, used, nodes.alloc, cols, vec, _FIT_CAP)
+        fit[~eligible] = 0
+        hit = layout.fits[key] = _DomainFits(nodes.usage_epoch, len(touched), used, eligible, fit,
+                                             np.add.reduceat(fit, layout.starts),
+                                             np.add.reduceat(used, layout.starts))
+        return hit
+    if hit.seen < len(touched):
+        rows = np.array(sorted(set(touched[hit.seen:])), dtype=np.int64)
+        hit.seen = len(touched)
+        pos = layout.position_of[rows]
+        inside = pos >= 0  # rows outside the layout (no label, dead) count nowhere
+        if not inside.all():
+            rows, pos = rows[inside], pos[inside]
+        if len(pos):
+            now = np.take(nodes.used, rows, axis=0)
+            # a few rows: exact integer floor division (the same counts _fit_counts gives)
+            free = np.take(nodes.alloc, rows, axis=0)[:, cols] - now[:, cols]
+            fit = (free // vec[cols]).min(axis=1)
+            np.clip(fit, 0, _FIT_CAP, out=fit)
+            fit[~hit.eligible[pos]] = 0
+            dom = layout.domain_of[pos]
+            np.add.at(hit.ksum, dom, fit - hit.fit[pos])
+            np.add.at(hit.usums, dom, now - hit.snap[pos])
+            hit.fit[pos] = fit
+            hit.snap[pos] = now
+    return hit
+
+
 def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, layout: Any,
                      candidates: list[int], restrict: np.ndarray | None) -> tuple[int | None, Any] | None:
     """Domain choice without simulating each domain, for pods of one shape and no claims.
@@ -438,13 +503,15 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     order, starts = layout.order, layout.starts
     if not len(order):
         return None, np.zeros(0, dtype=np.int64)
-    used = np.take(nodes.used, order, axis=0)
-    fit = _fit_counts(layout, used, nodes.alloc, cols, vec, len(pods))
-    eligible = base_mask(state, g, shape)[order]
-    if restrict is not None:
-        eligible &= restrict[order]
-    fit[~eligible] = 0
-    k = np.minimum(np.add.reduceat(fit, starts), len(pods))
+    if restrict is None:
+        fits = _domain_fits(state, g, shape, layout, vec, cols)
+        k, usums_all, used = np.minimum(fits.ksum, len(pods)), fits.usums, None
+    else:  # a preemption simulation: rows taken away, nothing worth keeping
+        used = np.take(nodes.used, order, axis=0)
+        fit = _fit_counts(layout, used, nodes.alloc, cols, vec, len(pods))
+        eligible = base_mask(state, g, shape)[order] & restrict[order]
+        fit[~eligible] = 0
+        k, usums_all = np.minimum(np.add.reduceat(fit, starts), len(pods)), None
     ok = (k >= need) & (k > 0)
     if len(candidates) == len(k):  # every domain (candidates are sorted and distinct)
         feasible = np.flatnonzero(ok).tolist()
@@ -461,7 +528,8 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     rcols = [nodes.resources[r] for r, _ in requests]
     fidx = np.array(feasible)
     kf = k[fidx]
-    usums = np.add.reduceat(used[:, rcols], starts)[fidx]  # exact integers, per feasible domain and resource
+    # exact integers, per feasible domain and resource
+    usums = (usums_all[:, rcols] if usums_all is not None else np.add.reduceat(used[:, rcols], starts))[fidx]
     dens = []
     fl: Any = 0.0
     for j, (col, (_, q)) in enumerate(zip(rcols, requests)):

@@ -96,6 +96,7 @@ class _Removal:
         elif target < self.applied:
             np.add.at(used, self.rows[target:self.applied], self.vecs[target:self.applied])
         self.applied = target
+        self.state.nodes.usage_changed()  # the table's contract: writers of `used` say so
         if self.release is not None:
             self.release.set_prefix(units)
 
@@ -170,6 +171,7 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods
         vecs = [state.shape_vector(ug.workload, ug.spec.pod_shapes[p]) for p in unit.pods]
         for r, v in zip(rows, vecs):
             nodes.used[r] += v
+        nodes.usage_changed()
         touched = pre_nodes.intersection(rows)
         fits = all(np.all(nodes.used[r, cols] <= nodes.alloc[r, cols]) for r in touched)
         if fits and held and dra.unit_conflicts(state, held, ug, unit.pods):
@@ -179,12 +181,14 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods
         else:
             for r, v in zip(rows, vecs):
                 nodes.used[r] -= v
+            nodes.usage_changed()
             victims.append(unit)
     # leave the table as it was on entry: kept units are removed again
     for unit in kept:
         ug = unit.group
         for p in unit.pods:
             nodes.used[ug.node_of[p]] -= state.shape_vector(ug.workload, ug.spec.pod_shapes[p])
+    nodes.usage_changed()
     return victims, kept
 
 
