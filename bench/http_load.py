@@ -11,7 +11,9 @@ x 50; cpu 64, memory 512Gi, example.com/gpu 8, pods 110) over HTTP, then, from t
 Idempotency-Key, as a job controller sends them) and DELETEs the oldest ones to keep at most
 --live workloads running. Every 201 is durable: committed to PostgreSQL before the answer.
 Reports submissions/s over the timed run, p50/p99 of the POSTs (and of the DELETEs), the
-server's CPU per submission, and checks /audit/verify.
+server's CPU per submission, and checks /audit/verify. `--live 100000` deletes nothing: submissions
+only (the 5,000 nodes hold ~4,700 of these workloads; keep --warmup + --submissions below that, or
+the rest wait in the queue).
 
 Replay: builds a cluster of --events events in another fresh database: the 5,000 nodes, then
 a chunk of real decisions (the decider on submissions and deletions like the ones above,

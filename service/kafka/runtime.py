@@ -28,8 +28,6 @@ import concurrent.futures.process
 import contextlib
 import multiprocessing
 import os
-import threading
-import time
 from typing import Any, Literal
 
 import structlog
@@ -42,6 +40,7 @@ from service.config import Settings
 from service.kafka.consumer import Backoff, CommandConsumer
 from service.kafka.messages import parse_values
 from service.kafka.relay import OutboxRelay
+from service.process import exit_with_parent
 
 log = structlog.get_logger("gangplank.kafka")
 
@@ -81,16 +80,6 @@ async def ensure_topics(settings: Settings, *, timeout: float = 30.0) -> list[st
         await admin.close()
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A worker's initializer: leave when the process that started it is gone (a SIGKILLed
-    service must not leave its workers behind)."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(0)
-    threading.Thread(target=watch, name="gangplank-parent-watch", daemon=True).start()
-
-
 class ParsePool:
     """Worker processes that validate command records (messages.parse_values) for the consumer,
     so that parsing a poll overlaps deciding the previous one in this process. A broken pool
@@ -104,7 +93,7 @@ class ParsePool:
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_exit_with_parent, initargs=(os.getpid(),))
+                initializer=exit_with_parent, initargs=(os.getpid(),))
         return self._pool
 
     async def __call__(self, values: list[Any], topic: str) -> list[Any]:
