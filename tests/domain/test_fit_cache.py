@@ -104,3 +104,23 @@ def test_fit_caches_follow_usage_and_decide_as_a_fresh_computation(stream):
         m.setattr(pl, "_domain_fits", fresh_each_time)
         fresh = run(stream, check=False)
     assert cached == fresh
+
+
+def test_a_cache_used_during_a_trial_follows_its_rollback():
+    """A cache brought up to date while a trial's usage is applied (as a preemption simulation or
+    a nested attempt may) must see the rows again once the trial is rolled back."""
+    sim = Sim()
+    for i in range(6):
+        sim.node(f"n{i}", labels={"rack": f"r{i % 2}"}, cpu="8", pods="6")
+    sim.submit("a", gang("g", 2, pods(2, cpu="2"), topology={"key": "rack"}))
+    sim.submit("b", gang("g", 2, pods(2, cpu="2"), topology={"key": "rack"}))
+    assert check_caches(sim) == 1
+    state = sim.state
+    trial = pl.Trial(state)
+    g = state.workloads[("default", "b")].groups[0]
+    vec = state.shape_vector(g.workload, g.spec.pod_shapes[0])
+    for row in range(3):
+        trial.add(row, vec * 3)
+    assert check_caches(sim) == 1  # up to date with the trial applied
+    trial.rollback()
+    assert check_caches(sim) == 1  # and again without it
