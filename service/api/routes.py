@@ -14,6 +14,7 @@ from service.api.auth import principal_of
 from service.api.responses import PROBLEM_CONTENT_TYPE, json_response, problem_response, sorted_json_response
 from service.app.commands import Command, Origin, Outcome
 from service.app.service import Gangplank
+from service.clock import utc_now
 from service.api.metrics import render as render_metrics
 from service.schemas import problems
 from service.schemas.envelope import idempotency_key_error
@@ -27,7 +28,6 @@ from service.schemas.names import (
     dns1123_subdomain_error,
 )
 from service.schemas.problems import problem
-from service.clock import utc_now
 from service.schemas.validate import validate_body
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -85,8 +85,6 @@ def check_segments(*segments: tuple[str, str, str]) -> None:
     """A 422 naming every bad segment (reads: there is no body to check with them)."""
     if errors := segment_errors(*segments):
         raise InputValidationError(errors)
-
-
 
 
 def _idempotency_key(request: Request[Any, Any, Any]) -> tuple[str | None, list[dict[str, Any]]]:

@@ -23,13 +23,13 @@ import structlog
 
 from service import metrics
 from service.app.commands import Command, Origin, Outcome
+from service.clock import utc_now
 from service.domain import ClusterState, Event, Rejection, accept, evolve, handle, rejection_event
 from service.domain import events as ev
 from service.domain import views
 from service.domain.replay import Replay, ReplayError
 from service.domain.upcasting import upcast
 from service.gcpause import gc_paused
-from service.clock import utc_now
 from service.store.base import (
     ConcurrencyConflict, ConsumedOffset, DeadLetter, EventStore, IdempotencyKeyTaken,
     IdempotencyRecord, NewEvent, Snapshot, StoredEvent,
@@ -45,8 +45,6 @@ CATCH_UP_BATCH = 5000  # events per read when folding
 REPLAY_SLICE = 500  # rows folded between event loop turns while a read is in flight
 REPLAY_AHEAD = 3  # batches a rebuild reads ahead of the one it folds (workloads deleted within are cheap)
 GROUP_COMMIT_MAX = 64  # commands decided and committed in one transaction at most
-
-
 
 
 def problem(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None,

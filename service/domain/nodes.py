@@ -17,6 +17,7 @@ from service.domain.quantity import PODS
 
 # A node that does not declare `pods` never runs out of them.
 UNLIMITED = np.int64(2**62)
+TOUCHED_MAX = 100_000  # NodeTable.touched entries kept before the caches that follow them start over
 
 
 class DomainLayout:
@@ -154,6 +155,13 @@ class NodeTable:
         self._rank = None
         self._invalidate()
         return idx
+
+    def note_touched(self, rows: Iterable[int]) -> None:
+        """Rows whose usage changed (see `touched`); a list nobody followed for long starts over."""
+        touched = self.touched
+        touched.extend(rows)
+        if len(touched) > TOUCHED_MAX:
+            self.usage_changed()
 
     def usage_changed(self) -> None:
         """`used` changed in ways not listed in `touched` (or was replaced): caches start over."""

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from service.domain import devices as dra
-from service.domain.state import TOUCHED_MAX, ClusterState, Group
+from service.domain.state import ClusterState, Group
 
 _EPS = 1e-9
 
@@ -64,9 +64,7 @@ class Trial:
         used = nodes.used
         for node, vec in reversed(self.rows):
             used[node] -= vec
-        nodes.touched.extend(node for node, _ in self.rows)
-        if len(nodes.touched) > TOUCHED_MAX:
-            nodes.usage_changed()
+        nodes.note_touched(node for node, _ in self.rows)
         self.rows.clear()
         self.ledger.rollback()
 
@@ -448,8 +446,8 @@ def _domain_fits(state: ClusterState, g: Group, shape: int, layout: Any, vec: np
     touched = nodes.touched
     key = (vec.tobytes(), g.workload.spec.shapes[shape].node_selector)
     hit: _DomainFits | None = layout.fits.get(key)
-    if hit is None or hit.epoch != nodes.usage_epoch or hit.snap.shape[1] != nodes.used.shape[1] \
-            or hit.seen > len(touched):
+    # a new resource column, and every reset of `touched`, bumps the epoch
+    if hit is None or hit.epoch != nodes.usage_epoch:
         if len(layout.fits) >= _FIT_CACHES:
             layout.fits.clear()
         used = np.take(nodes.used, layout.order, axis=0)

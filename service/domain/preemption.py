@@ -302,7 +302,7 @@ def _flat_used(state: ClusterState) -> np.ndarray:
     used = state.nodes.used
     if not used.flags.c_contiguous:  # pragma: no cover - the table keeps it contiguous
         state.nodes.used = used = np.ascontiguousarray(used)
-        state.nodes.usage_changed()
+    state.nodes.usage_changed()  # the caller changes many rows at once: row caches start over
     return used.reshape(-1)  # a view: changes go to the table
 
 
@@ -313,7 +313,6 @@ def _apply(state: ClusterState, flat: np.ndarray, vals: np.ndarray, sign: int, f
     (no sum of entries can reach 2**52); few, or huge amounts, go through `ufunc.at`.
     """
     used = _flat_used(state)
-    state.nodes.usage_changed()  # many rows at once: row caches start over
     if len(flat) < 256 or not float_exact:
         (np.add if sign > 0 else np.subtract).at(used, flat, vals)
         return

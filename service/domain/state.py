@@ -22,7 +22,6 @@ from service.domain.queue import QueueIndex
 
 QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
 JOURNAL_MAX = 4096  # moves kept in ClusterState.moves; beyond, the older half is dropped
-TOUCHED_MAX = 100_000  # NodeTable.touched entries kept before caches that follow them start over
 
 
 @dataclass(eq=False)
@@ -266,10 +265,7 @@ class ClusterState:
         used = self.nodes.used  # after shape_vector: it may have added columns
         for (node, shape), n in per_node.items():
             used[node] += vectors[shape] * (sign * n)
-        touched = self.nodes.touched
-        touched.extend(node for node, _ in per_node)
-        if len(touched) > TOUCHED_MAX:  # nobody followed them lately: bounded memory
-            self.nodes.usage_changed()
+        self.nodes.note_touched(node for node, _ in per_node)
 
     def place_pod(self, g: Group, pod: int, node: int, at: tuple[int, int]) -> None:
         self.place_pods(g, [(pod, node)], at[0])

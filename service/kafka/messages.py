@@ -12,9 +12,9 @@ from typing import Any
 
 from service.app.commands import Command, Origin
 from service.app.service import BatchItem
+from service.clock import utc_now
 from service.schemas.envelope import validate_envelope
 from service.schemas.errors import InputValidationError
-from service.clock import utc_now
 from service.store.base import DeadLetter, canonical_record_json
 
 # The `error` header is a one-line summary; a message with many errors is cut here.
@@ -32,8 +32,6 @@ def command_fingerprint(command: Command) -> str:
     document = {"type": command.type, "cluster": command.cluster, "namespace": command.namespace,
                 "name": command.name, "body": command.body}
     return FINGERPRINT_PREFIX + hashlib.sha256(canonical_record_json(document).encode("utf-8")).hexdigest()
-
-
 
 
 @dataclass(frozen=True)
