@@ -154,6 +154,10 @@ async def _consumed_at_least(store, settings, n: int) -> bool:
     return await consumed(store, settings) >= n
 
 
+async def _holds_partitions(runtime) -> bool:
+    return runtime.consumer is not None and bool(runtime.consumer.positions)
+
+
 async def test_two_replicas_in_one_group_never_fork_a_cluster(kafka_bootstrap, db_url):
     s = make_settings(kafka_bootstrap, db_url, "replicas", partitions=6)
     await ensure_topics(s)
@@ -175,6 +179,9 @@ async def test_two_replicas_in_one_group_never_fork_a_cluster(kafka_bootstrap, d
             await produce(kafka_bootstrap, s.commands_topic, shared[:4] + messages[:450], key=key)
             await wait_for(lambda: _consumed_at_least(store, s, 100), timeout=30, what="replica A consuming")
             async with running(s, store=store_b, session_timeout_ms=3000) as (svc_b, rt_b):
+                # On a fast machine A could finish everything before the group rebalances: feed the
+                # second half only once B holds (and has synchronised) partitions of its own.
+                await wait_for(lambda: _holds_partitions(rt_b), timeout=30, what="replica B assigned")
                 await produce(kafka_bootstrap, s.commands_topic, shared[4:] + messages[450:], key=key)
                 total = len(shared) + len(messages)
                 await wait_for(lambda: _consumed_at_least(store, s, total), timeout=60, what="everything")
