@@ -34,6 +34,10 @@ class Settings:
     kafka_session_timeout_ms: int = 10_000  # consumer group session: how soon a dead replica's partitions move
     # command records are validated in this many worker processes, a poll ahead of deciding (0: inline)
     kafka_parse_workers: int = 1 if (os.cpu_count() or 1) > 1 else 0
+    # How long the broker may hold an empty fetch. Apache Kafka answers as soon as a record arrives
+    # (fetch.min.bytes 1), so this only paces idle fetches; brokers that answer only at the deadline
+    # (Tansu) add up to this much latency to every command.
+    kafka_fetch_max_wait_ms: int = 50
     snapshot_every: int = 1000
 
     @classmethod
@@ -52,6 +56,8 @@ class Settings:
             "kafka_session_timeout_ms": int(env.get("GANGPLANK_KAFKA_SESSION_TIMEOUT_MS",
                                                     cls.kafka_session_timeout_ms)),
             "kafka_parse_workers": int(env.get("GANGPLANK_KAFKA_PARSE_WORKERS", cls.kafka_parse_workers)),
+            "kafka_fetch_max_wait_ms": int(env.get("GANGPLANK_KAFKA_FETCH_MAX_WAIT_MS",
+                                                   cls.kafka_fetch_max_wait_ms)),
             "snapshot_every": int(env.get("GANGPLANK_SNAPSHOT_EVERY", cls.snapshot_every)),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -208,7 +208,7 @@ class KafkaRuntime:
             bootstrap_servers=s.kafka_bootstrap, client_id="gangplank-consumer", group_id=s.consumer_group,
             enable_auto_commit=False, auto_offset_reset="earliest", isolation_level="read_committed",
             session_timeout_ms=self.session_timeout_ms, heartbeat_interval_ms=max(500, self.session_timeout_ms // 5),
-            max_partition_fetch_bytes=4 * 1024 * 1024)
+            max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_wait_ms=s.kafka_fetch_max_wait_ms)
         consumer: CommandConsumer | None = None
         relay: OutboxRelay | None = None
         tasks: list[asyncio.Task[None]] = []
