@@ -522,6 +522,8 @@ class DeviceState:
                 free.append(f)
         if not t.constraints:
             return _greedy(t, free, None, self.devices)
+        if len(t.requests) == 1 and not t.requests[0].all and t.constraints == ((t.constraints[0][0], (0,)),):
+            return _one_constrained(t.requests[0].count, t.constraints[0][0], free[0], self.devices)
         return _constrained(t, full, free, self.devices)
 
 
@@ -551,6 +553,23 @@ def _greedy(t: _Template, free: list[list[int]], chosen: list[Any] | None,
         taken.update(got)
         out.extend(got)
     return tuple(out)
+
+
+def _one_constrained(count: int, attr: str, free: list[int], devs: list[_Device]) -> tuple[int, ...] | None:
+    """_constrained for the common template: one ExactCount request under one matchAttribute.
+    The smallest value held by `count` free devices wins; they are the first such, in order."""
+    groups: dict[Any, list[int]] = {}
+    for d in free:
+        v = devs[d].attr(attr)
+        if v is not None:
+            groups.setdefault(v, []).append(d)
+    for i, v in enumerate(sorted(groups)):
+        if i >= _SEARCH_BUDGET:  # as the general search gives up
+            return None
+        got = groups[v]
+        if len(got) >= count:
+            return tuple(got[:count])
+    return None
 
 
 def _constrained(t: _Template, full: list[tuple[int, ...]], free: list[list[int]],

@@ -576,3 +576,26 @@ def test_pods_requesting_only_devices_are_placed_again_when_devices_are_freed():
     s.delete("first")  # frees the GPUs of both nodes: two dirty rows
     assert s.group("second")["phase"] == "Scheduled"
     s.assert_replay_equal()
+
+
+class _Dev:
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs = attrs
+
+    def attr(self, qualified: str) -> Any:
+        return self.attrs.get(qualified)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.tuples(st.sampled_from([1, 2]), st.integers(0, 3))), max_size=12),
+       free_mask=st.lists(st.booleans(), min_size=12, max_size=12), count=st.integers(1, 5))
+def test_one_constrained_request_takes_what_the_general_search_takes(values, free_mask, count):
+    """The fast path for one ExactCount request under one matchAttribute equals the general search."""
+    from service.domain.devices import _constrained, _one_constrained, _Request, _Template
+
+    attr = f"{GPU}/nvlinkDomain"
+    devs = [_Dev({} if v is None else {attr: v}) for v in values]
+    full = tuple(range(len(devs)))
+    free = [d for d in full if free_mask[d]]
+    t = _Template((_Request("gpu", "gpu", False, count, ()),), ((attr, (0,)),))
+    assert _one_constrained(count, attr, free, devs) == _constrained(t, [full], [free], devs)
