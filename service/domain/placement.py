@@ -556,6 +556,39 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     return feasible[best_i], k
 
 
+def uniform_count(state: ClusterState, g: Group, pods: list[int], need: int) -> tuple[int, int | None] | None:
+    """What `attempt` would place, from per-domain sums alone, for a topology group of one
+    shape without claims and no domain chosen yet: (pods placed, the domain chosen or None);
+    None where that does not apply."""
+    key = g.spec.topology_key
+    if key is None or g.domain is not None:
+        return None
+    layout = state.nodes.layout(key)
+    fast = _uniform_domains(state, g, pods, need, layout, list(range(len(layout.values))), None)
+    if fast is None:
+        return None
+    chosen, k = fast
+    return (0 if chosen is None else int(k[chosen])), chosen
+
+
+def uniform_domain_terms(state: ClusterState, g: Group, pods: list[int]) -> tuple[np.ndarray, Any]:
+    """Per domain, for pods of one shape without claims: how many of them it would hold now,
+    and a function giving one domain's domain-score numerators, one per requested resource
+    (its usage summed plus that many pods' requests; the denominators never change)."""
+    shape = g.spec.pod_shapes[pods[0]]
+    assert g.spec.topology_key is not None
+    nodes = state.nodes
+    vec = state.shape_vector(g.workload, shape)
+    fits = _domain_fits(state, g, shape, nodes.layout(g.spec.topology_key), vec, np.flatnonzero(vec))
+    k = np.minimum(fits.ksum, len(pods))
+    requests = [(nodes.resources[r], q) for r, q in g.workload.spec.shapes[shape].requests]
+
+    def numerators(d: int) -> list[int]:
+        return [int(fits.usums[d, col]) + int(k[d]) * q for col, q in requests]
+
+    return k, numerators
+
+
 def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
             restrict: np.ndarray | None = None, explain: bool = True,
             keep_trial: Trial | None = None) -> Attempt:

@@ -11,10 +11,12 @@ straightforward implementation):
 - the candidate units, least important first, are kept per state in `_Order` and
   brought up to date from the groups whose placements changed (one `np.lexsort`);
 - removing a prefix of them is one `bincount` over their usage entries;
-- the binary search first bounds what the placement routine would place by
-  arithmetic (`_UniformCount` per run of pods of one shape) and runs it only when
-  the bound does not decide; for pods of one shape that need no devices the bound
-  is exact;
+- the first sufficient prefix is found by a binary search on an upper bound of
+  what the placement routine would place, computed by arithmetic (`_UniformCount`
+  per run of pods of one shape, per domain with topology), which only grows with the
+  prefix; for pods of one shape that need no devices and no domain choice the bound
+  is exact, otherwise the prefixes from there are walked one by one, running the
+  routine only after a unit that could change its answer;
 - the reprieve follows only the preemptor's nodes (in the columns it requests), in a
   small local copy: any other unit leaves them alone, so it fits (devices permitting).
 """
@@ -250,7 +252,7 @@ _ORDERS: "weakref.WeakKeyDictionary[ClusterState, _Order]" = weakref.WeakKeyDict
 
 class _Candidates:
     """The candidate units for a preemptor of this priority, least important first:
-    a prefix of the state's `_Order` (or a subset of one, for a topology domain)."""
+    a prefix of the state's `_Order`."""
 
     def __init__(self, state: ClusterState, priority: int) -> None:
         width = len(state.nodes.resource_names)
@@ -269,19 +271,6 @@ class _Candidates:
     def unit(self, u: int) -> Unit:
         gid = int(self.gid[u])
         return Unit(self.groups[gid], self.parts[gid][int(self.j[u])], bool(self.whole[u]))  # type: ignore[arg-type,index]
-
-    def subset(self, keep: np.ndarray) -> "_Candidates":
-        """These units only (a boolean mask over units), in the same order."""
-        out = object.__new__(_Candidates)
-        out.count = int(np.count_nonzero(keep))
-        out.groups, out.parts = self.groups, self.parts
-        out.gid, out.j, out.whole = self.gid[keep], self.j[keep], self.whole[keep]
-        lens = (self.ends - self.starts)[keep]
-        out.ends = np.cumsum(lens)
-        out.starts = out.ends - lens
-        ent_keep = np.repeat(keep, self.ends - self.starts)
-        out.flat, out.vals, out.rows = self.flat[ent_keep], self.vals[ent_keep], self.rows[ent_keep]
-        return out
 
     def touching(self, row_mask: np.ndarray, upto: int | None = None) -> np.ndarray:
         """Per unit (of the first `upto`): has it a pod on a row of the mask?"""
@@ -302,7 +291,6 @@ def _flat_used(state: ClusterState) -> np.ndarray:
     used = state.nodes.used
     if not used.flags.c_contiguous:  # pragma: no cover - the table keeps it contiguous
         state.nodes.used = used = np.ascontiguousarray(used)
-    state.nodes.usage_changed()  # the caller changes many rows at once: row caches start over
     return used.reshape(-1)  # a view: changes go to the table
 
 
@@ -311,8 +299,15 @@ def _apply(state: ClusterState, flat: np.ndarray, vals: np.ndarray, sign: int, f
 
     Many entries are summed per cell with one float `bincount`, exact when `float_exact`
     (no sum of entries can reach 2**52); few, or huge amounts, go through `ufunc.at`.
+    A few entries (one unit, as the walk of prefixes removes them) are listed as touched
+    rows, so the row caches follow them; more start those caches over.
     """
+    nodes = state.nodes
     used = _flat_used(state)
+    if len(flat) < 256:
+        nodes.note_touched((flat // nodes.used.shape[1]).tolist())
+    else:
+        nodes.usage_changed()
     if len(flat) < 256 or not float_exact:
         (np.add if sign > 0 else np.subtract).at(used, flat, vals)
         return
@@ -359,28 +354,44 @@ class _UniformCount:
 
     `place_in` fills every row it can use before it gives up: a row is used while every
     column's free amount covers the request (`_row_fits`), so the pods it places are the
-    smaller of `count` and the sum over usable rows of how many fit there.
+    smaller of `count` and the sum over usable rows of how many fit there. With `domains`
+    (a domain id per row, -1 without the label) it counts per domain instead.
     """
 
     def __init__(self, state: ClusterState, g: Group, shape: int, count: int,
-                 allowed: np.ndarray | None) -> None:
+                 allowed: np.ndarray | None, domains: np.ndarray | None = None) -> None:
         self.state = state
         self.count = count
         self.vec = state.shape_vector(g.workload, shape)
         mask = pl.base_mask(state, g, shape)
         if allowed is not None:
             mask = mask & allowed
+        if domains is not None:
+            mask = mask & (domains >= 0)
         self.rows = np.flatnonzero(mask)
         self.cols = np.flatnonzero(self.vec)  # never empty: every pod uses one `pods`
         self.alloc = state.nodes.alloc[self.rows]
+        self.domains = None if domains is None else domains[self.rows]
+
+    def _fits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: whether it is usable, and how many pods fit there (of the usable rows)."""
+        free = self.alloc - self.state.nodes.used[self.rows]
+        usable = np.all(free >= self.vec, axis=1)
+        free = free[usable]
+        return usable, np.minimum(np.min(free[:, self.cols] // self.vec[self.cols], axis=1), self.count)
 
     def __call__(self) -> int:
         if not len(self.rows):
             return 0
-        free = self.alloc - self.state.nodes.used[self.rows]
-        free = free[np.all(free >= self.vec, axis=1)]
-        fit = np.minimum(np.min(free[:, self.cols] // self.vec[self.cols], axis=1), self.count)
-        return min(self.count, int(fit.sum()))
+        return min(self.count, int(self._fits()[1].sum()))
+
+    def by_domain(self, n: int) -> np.ndarray:
+        """Per domain (of n): what the routine would place inside it."""
+        if not len(self.rows):
+            return np.zeros(n)
+        usable, fit = self._fits()
+        assert self.domains is not None
+        return np.minimum(np.bincount(self.domains[usable], weights=fit, minlength=n), self.count)
 
 
 def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Refusal:
@@ -403,53 +414,10 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         if not everything.ok:
             return Refusal(WOULD_NOT_HELP, everything.placeable)
         k = everything.placeable
-        restrict = None
-        if key is not None and everything.domain is not None:
-            ids, values = state.nodes.domains(key)
-            restrict = ids[: state.nodes.count] == values.index(everything.domain)
-            inside = cand.touching(restrict)
-            if devices:
-                for u in np.flatnonzero(~inside).tolist():
-                    unit = cand.unit(u)
-                    inside[u] = dra.unit_holds_shared(state, unit.group, unit.pods)
-            if not inside.any():  # pragma: no cover - the domain was infeasible only because of them
-                return Refusal(WOULD_NOT_HELP, everything.placeable)
-            if not inside.all():
-                removal.set_prefix(0)
-                cand = cand.subset(inside)
-                removal = _Removal(state, cand, devices)
-        # How many pods the routine would place, without running it where arithmetic tells:
-        # each run of pods of one shape places at most what fits on the rows it may use
-        # (`_UniformCount`), so their sum bounds the count; with a single run, pods that
-        # need no devices and the rows the routine would use, the bound is the count.
-        runs: list[tuple[int, int]] = []  # (shape, pods)
-        for p in pods:
-            shape = g.spec.pod_shapes[p]
-            if runs and runs[-1][0] == shape:
-                runs[-1] = (shape, runs[-1][1] + 1)
-            else:
-                runs.append((shape, 1))
-        counters = [_UniformCount(state, g, shape, n, restrict) for shape, n in runs]
-        exact = plain and (key is None or (restrict is not None and g.domain in (None, everything.domain)))
-
-        def placeable() -> int:
-            bound = sum(c() for c in counters)
-            if exact or bound < k:
-                return bound
-            return pl.attempt(state, g, pods, need, restrict=restrict, explain=False).placeable
-
-        # smallest prefix of units whose removal lets the routine place k pods
-        lo, hi = 1, cand.count
-        while lo < hi:
-            mid = (lo + hi) // 2
-            removal.set_prefix(mid)
-            if placeable() >= k:
-                hi = mid
-            else:
-                lo = mid + 1
+        lo = _first_sufficient(state, g, pods, need, k, cand, removal, plain)
         removal.set_prefix(lo)
         trial = pl.Trial(state)
-        chosen = pl.attempt(state, g, pods, need, restrict=restrict, explain=True, keep_trial=trial)
+        chosen = pl.attempt(state, g, pods, need, explain=True, keep_trial=trial)
         if chosen.placeable < k:  # pragma: no cover - guarded by the search
             trial.rollback()
             return Refusal(WOULD_NOT_HELP, everything.placeable)
@@ -458,6 +426,113 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
     finally:
         removal.set_prefix(0)
     return Plan(placement=chosen, victims=_victims(victims_units), reprieved=reprieved)
+
+
+def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int, k: int,
+                      cand: _Candidates, removal: _Removal, plain: bool) -> int:
+    """The smallest prefix of units (least important first) whose removal lets the placement
+    routine place k pods: model.md's "remove one unit at a time until it places k".
+
+    The routine's count need not grow with the prefix (pods of several shapes, devices, the
+    domain chosen by score), so the prefixes are walked one by one; what makes that cheap is
+    an upper bound that does grow with the prefix: each run of pods of one shape places at
+    most what fits on the rows it may use (`_UniformCount`; with topology, inside one domain).
+    A binary search finds the first prefix the bound allows, and for pods of one shape that
+    need no devices and no domain choice the bound is the count, so that prefix is the answer.
+    The walk then runs the routine only where the last unit removed could change its answer.
+    """
+    key = g.spec.topology_key
+    domains, n_domains = None, 0
+    if key is not None:
+        ids, values = state.nodes.domains(key)
+        domains, n_domains = ids[: state.nodes.count], len(values)
+        if g.domain is not None:  # later pods stay in the domain chosen first
+            domains = np.where(domains == (values.index(g.domain) if g.domain in values else -2), 0, -1)
+            n_domains = 1
+    runs: list[tuple[int, int]] = []  # (shape, pods)
+    for p in pods:
+        shape = g.spec.pod_shapes[p]
+        if runs and runs[-1][0] == shape:
+            runs[-1] = (shape, runs[-1][1] + 1)
+        else:
+            runs.append((shape, 1))
+    counters = [_UniformCount(state, g, shape, n, None, domains) for shape, n in runs]
+
+    def bound() -> int:
+        if domains is None:
+            return sum(c() for c in counters)
+        return int(sum(c.by_domain(n_domains) for c in counters).max())
+
+    lo, hi = 1, cand.count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        removal.set_prefix(mid)
+        if bound() >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    if plain and (key is None or n_domains == 1):
+        return lo
+    # Rows whose usage the routine reads: where the pods may go and, with topology, every
+    # node of a domain (the domain score sums them). With devices, any unit may free some.
+    relevant = np.zeros(state.nodes.count, dtype=bool)
+    for shape, _ in runs:
+        relevant |= pl.base_mask(state, g, shape)[: state.nodes.count]
+    if domains is not None:
+        relevant |= domains >= 0
+    touches = cand.touching(relevant) | bool(dra.group_needs_devices(g) and dra.any_allocated(state))
+    first = lo
+    uniform = False  # the last answer came from per-domain sums (pods of one shape, topology)
+    chosen: int | None = None  # the domain it chose (it held fewer than k)
+    base: list[int] = []  # and that domain's score numerators then
+    while lo < cand.count:
+        if lo == first or touches[lo - 1]:
+            if uniform and domains is not None:
+                mine = np.unique(domains[cand.rows[int(cand.starts[lo - 1]):int(cand.ends[lo - 1])]])
+                mine = [int(d) for d in mine if d >= 0]
+                counts, numerators = pl.uniform_domain_terms(state, g, pods)
+                before = {d: (int(counts[d]), numerators(d)) for d in mine}
+                removal.set_prefix(lo)
+                if _still_short(state, g, pods, k, chosen, base, before):
+                    lo += 1
+                    continue
+            else:
+                removal.set_prefix(lo)
+            fast = pl.uniform_count(state, g, pods, need) if plain else None
+            uniform = fast is not None
+            if fast is None:
+                placed = pl.attempt(state, g, pods, need, explain=False).placeable
+            else:
+                placed, chosen = fast
+                if chosen is not None:
+                    base = pl.uniform_domain_terms(state, g, pods)[1](chosen)
+            if placed >= k:
+                return lo
+        lo += 1
+    return cand.count  # every unit removed: the routine places k, as it did at first
+
+
+def _still_short(state: ClusterState, g: Group, pods: list[int], k: int, chosen: int | None, base: list[int],
+                 before: dict[int, tuple[int, list[int]]]) -> bool:
+    """After one more unit is removed, is it certain that the routine still chooses a domain
+    holding fewer than k pods? For pods of one shape and a topology, where the last full answer
+    chose `chosen` (which held fewer than k; `base`: its score numerators then), or no domain.
+    `before`: the (count, numerators) of the domains the unit was in, before its removal.
+
+    Kept true from that answer on: every domain that can hold k ranks below `chosen` as it
+    ranked then. Only the unit's domains changed. One that can hold k now could before (else it
+    may rank anywhere: ask the routine), and its score did not rise (no numerator rose; the
+    denominators are fixed), so it still ranks below. `chosen` stays feasible (counts only grow
+    with removals) and, if its score has not fallen, still outranks them all: whatever the
+    routine chooses holds fewer than k. With no domain chosen, none could hold k.
+    """
+    counts, numerators = pl.uniform_domain_terms(state, g, pods)
+    for d, (count, nums) in before.items():
+        if int(counts[d]) >= k and (count < k or any(now > then for now, then in zip(numerators(d), nums))):
+            return False
+    if chosen is not None and chosen in before:
+        return all(now >= then for now, then in zip(numerators(chosen), base))
+    return True
 
 
 def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, removed: int, pods: list[int],

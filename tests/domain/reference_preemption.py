@@ -1,8 +1,8 @@
 """Reference preemption: the straightforward implementation of model.md *Preemption*.
 
-This is service/domain/preemption.py as first written (one Python object per unit,
-a placement attempt per probe of the search, every removed unit put back in the
-reprieve). The service's module is optimised; tests compare its decisions with
+One Python object per unit, units removed one at a time with a placement attempt after
+each (the whole routine, domain choice included), every removed unit put back in the
+reprieve. The service's module is optimised; tests compare its decisions with
 these, which must be identical. Not used by the service.
 """
 from __future__ import annotations
@@ -117,30 +117,16 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         if not everything.ok:
             return Refusal(WOULD_NOT_HELP, everything.placeable)
         k = everything.placeable
-        restrict = None
-        if g.spec.topology_key is not None and everything.domain is not None:
-            ids, values = state.nodes.domains(g.spec.topology_key)
-            restrict = ids[: state.nodes.count] == values.index(everything.domain)
-            inside = [u for u in units if any(restrict[u.group.node_of[p]] for p in u.pods)
-                      or (devices and dra.unit_holds_shared(state, u.group, u.pods))]
-            if not inside:  # pragma: no cover - the domain was infeasible only because of them
-                return Refusal(WOULD_NOT_HELP, everything.placeable)
-            if len(inside) != len(units):
-                removal.set_prefix(0)
-                units = inside
-                removal = _Removal(state, units, devices)
-        # smallest prefix of units whose removal lets the routine place k pods
-        lo, hi = 1, len(units)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            removal.set_prefix(mid)
-            if pl.attempt(state, g, pods, need, restrict=restrict, explain=False).placeable >= k:
-                hi = mid
-            else:
-                lo = mid + 1
+        # remove units one at a time, least important first, until the routine places k pods
+        lo = 1
+        while lo < len(units):
+            removal.set_prefix(lo)
+            if pl.attempt(state, g, pods, need, explain=False).placeable >= k:
+                break
+            lo += 1
         removal.set_prefix(lo)
         trial = pl.Trial(state)
-        chosen = pl.attempt(state, g, pods, need, restrict=restrict, explain=True, keep_trial=trial)
+        chosen = pl.attempt(state, g, pods, need, explain=True, keep_trial=trial)
         if chosen.placeable < k:  # pragma: no cover - guarded by the search
             trial.rollback()
             return Refusal(WOULD_NOT_HELP, everything.placeable)

@@ -130,3 +130,37 @@ def test_victims_get_disruption_target_and_requeue_in_place():
     s.delete("high")
     assert s.group("low")["placedPods"] == 2
     s.assert_replay_equal()
+
+
+def test_first_sufficient_prefix_for_pods_of_two_shapes():
+    """Removing units least important first, the first prefix that lets the routine place k pods
+    wins, even when a longer prefix would place fewer (the count need not grow with the prefix)."""
+    s = Sim()
+    s.node("v", cpu="2", example_com_gpu="1")
+    s.node("w", cpu="2")
+    s.submit("u1", basic("b", pods(1, cpu="1")), priority=1)
+    s.submit("u2", basic("b", pods(1, example_com_gpu="1")), priority=2)
+    s.submit("u3", basic("b", pods(1, cpu="2")), priority=3)
+    s.node("p", cpu="1", example_com_gpu="4")
+    assert s.placements("u1") == {"p-0": "v"} and s.placements("u2") == {"p-0": "v"}
+    assert s.placements("u3") == {"p-0": "w"}
+    s.submit("pre", gang("g", 2, pods(1, "s", cpu="1", example_com_gpu="1"), pods(1, "t", cpu="2")), priority=10)
+    # u1 alone lets both pods in (s-0 on p, t-0 on v); {u1, u2} would place only one
+    assert [v["workload"] for v in preempted(s)] == ["u1"]
+    assert s.placements("pre") == {"s-0": "p", "t-0": "v"}
+    assert s.group("u2")["placedPods"] == 1 and s.group("u3")["placedPods"] == 1
+
+
+def test_topology_preemptor_takes_the_domain_that_the_least_important_victims_free():
+    """The domain is the routine's choice after removing the first sufficient prefix, not the one
+    chosen with every candidate removed."""
+    s = Sim()
+    s.node("a", labels={"zone": "z1"}, cpu="2")
+    s.node("b", labels={"zone": "z2"}, cpu="2")
+    s.submit("u2", basic("b", pods(1, cpu="2")), priority=2)
+    s.submit("u1", basic("b", pods(1, cpu="2")), priority=1)
+    assert s.placements("u2") == {"p-0": "a"} and s.placements("u1") == {"p-0": "b"}
+    s.submit("pre", gang("g", 2, pods(2, cpu="1"), topology={"key": "zone"}), priority=10)
+    assert [v["workload"] for v in preempted(s)] == ["u1"]
+    assert s.placements("pre") == {"p-0": "b", "p-1": "b"}
+    assert s.placements("u2") == {"p-0": "a"}

@@ -219,3 +219,45 @@ def test_streams_do_preempt():
     with pytest.MonkeyPatch.context() as m:
         m.setattr(decider, "pre", ref)
         assert dump(run(cmds)) == dump(s)
+
+
+@st.composite
+def rack_streams(draw) -> list[tuple[str, str, Any]]:
+    """Several racks crowded with small lower-priority pods, then gangs of one shape that keep to a
+    rack and place more than minCount when they can: the preemption search walks the removal
+    prefixes one unit at a time (the routine's count need not grow with the prefix)."""
+    cmds: list[tuple[str, str, Any]] = []
+    for r in range(draw(st.integers(3, 5))):
+        for n in range(draw(st.integers(1, 3))):
+            cmds.append(("node", f"r{r}n{n}", {"labels": {"rack": f"r{r}"}, "allocatable": {
+                "cpu": str(draw(st.integers(2, 6))), "memory": f"{draw(st.integers(4, 16))}Gi"}}))
+    i = 0
+    for _ in range(draw(st.integers(6, 20))):
+        requests = {"cpu": draw(st.sampled_from(["1", "2"])), "memory": draw(st.sampled_from(["1Gi", "3Gi"]))}
+        policy = draw(st.sampled_from([{"basic": {}}, {"gang": {"minCount": 1}}]))
+        cmds.append(("submit", f"w{i}", {"name": f"w{i}", "priority": draw(st.integers(1, 5)), "podGroups": [
+            {"name": "g", "schedulingPolicy": policy,
+             "pods": [{"name": "p", "count": draw(st.integers(1, 2)), "requests": requests}]}]}))
+        i += 1
+    for _ in range(draw(st.integers(1, 4))):
+        count = draw(st.integers(2, 6))
+        cmds.append(("submit", f"w{i}", {"name": f"w{i}", "priority": draw(st.integers(6, 9)), "podGroups": [
+            {"name": "g", "schedulingPolicy": {"gang": {"minCount": draw(st.integers(1, count))}},
+             "topology": {"key": "rack"},
+             "pods": [{"name": "p", "count": count, "requests": {"cpu": draw(st.sampled_from(["1", "2"])),
+                                                                   "memory": "2Gi"}}]}]}))
+        i += 1
+        if draw(st.booleans()):
+            cmds.append(("delete", f"w{draw(st.integers(0, i - 1))}", None))
+    return cmds
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rack_streams())
+def test_rack_gangs_preempt_as_the_unit_by_unit_reference(cmds):
+    a = run(cmds)
+    check_preemptions(a)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(decider, "pre", ref)
+        r = run(cmds)
+    assert dump(a) == dump(r)
