@@ -274,11 +274,8 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
         # leftover pods: one by one; a gang's leftovers never preempt, a basic pod may
         result = _attempt(state, g, unplaced, 1)
         if result.placeable:
-            _emit_placement(state, g, result, emit, ev.PODS_SCHEDULED)
-            if spec.gang or not may_preempt or g.placed == g.total:
-                return "placed"
-            unplaced = [i for i, n in enumerate(g.node_of) if n < 0]
-        elif spec.gang or not may_preempt:
+            return _placed(state, g, result, emit, ev.PODS_SCHEDULED, may_preempt)
+        if spec.gang or not may_preempt:
             _explain_failure(state, g, result, None, emit)
             return "failed"
         return _preempt_one(state, g, unplaced[0], emit, result)
@@ -286,8 +283,7 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
     need = spec.min_count if spec.gang else 1
     result = _attempt(state, g, unplaced, need)
     if result.ok:
-        _emit_placement(state, g, result, emit, ev.POD_GROUP_SCHEDULED)
-        return "placed"
+        return _placed(state, g, result, emit, ev.POD_GROUP_SCHEDULED, may_preempt)
     if not may_preempt:
         _learn(state, g, result, None)
         _explain_failure(state, g, result, pre.NOT_ALLOWED, emit)
@@ -303,6 +299,16 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
     return "evicted"
 
 
+def _placed(state: ClusterState, g: Group, result: pl.Attempt, emit: Emit, kind: str, may_preempt: bool) -> str:
+    """Record a placement; then the first pod it left of a basic group may preempt for itself
+    (model.md *The queue*: each unplaced pod of a basic group is placed on its own and may preempt)."""
+    data = _placement_data(state, g, result)
+    emit(kind, data)
+    if g.spec.gang or not may_preempt or g.placed == g.total:
+        return "placed"
+    return _preempt_one(state, g, next(i for i, n in enumerate(g.node_of) if n < 0), emit, result, data)
+
+
 def _attempt(state: ClusterState, g: Group, pods: list[int], need: int) -> pl.Attempt:
     """pl.attempt, with the per-node reasons computed only when they will be recorded: on
     a group's first failed try, or when a placement leaves pods unplaced. A retry that
@@ -315,16 +321,23 @@ def _attempt(state: ClusterState, g: Group, pods: list[int], need: int) -> pl.At
     return result
 
 
-def _preempt_one(state: ClusterState, g: Group, pod: int, emit: Emit, failed: pl.Attempt) -> str:
-    """A pod of a basic group preempts for itself alone."""
+def _preempt_one(state: ClusterState, g: Group, pod: int, emit: Emit, failed: pl.Attempt,
+                 placed: dict[str, Any] | None = None) -> str:
+    """A pod of a basic group preempts for itself alone. `failed`: the try that left it unplaced;
+    `placed`: the placement that try recorded, if any (its explanation is this pod's)."""
     plan = pre.plan(state, g, [pod], 1)
     if isinstance(plan, pre.Refusal):
         if g.placed == 0:
             _learn(state, g, failed, plan)
-        _explain_failure(state, g, failed, plan.reason, emit)
+        if placed is not None and placed["explanation"] is not None:
+            # Tried within the decision just recorded, whose explanation (the group's, the same
+            # object) is of this pod: it gains the outcome, as it would have in one event.
+            placed["explanation"]["preemption"] = plan.reason
+        else:
+            _explain_failure(state, g, failed, plan.reason, emit)
         return "failed"
     kind = ev.PODS_SCHEDULED if g.scheduled else ev.POD_GROUP_SCHEDULED
-    _emit_preemption(state, g, plan, emit, kind)
+    _emit_preemption(state, g, plan, emit, kind, failed)
     return "evicted"
 
 
@@ -338,7 +351,11 @@ def _explain_failure(state: ClusterState, g: Group, result: pl.Attempt, preempti
     emit(ev.POD_GROUP_UNSCHEDULABLE, {**g.ref, "explanation": explanation})
 
 
-def _placement_data(state: ClusterState, g: Group, result: pl.Attempt) -> dict[str, Any]:
+def _placement_data(state: ClusterState, g: Group, result: pl.Attempt,
+                    rest: pl.Attempt | None = None) -> dict[str, Any]:
+    """A placement's event data; the explanation, of the pods it leaves, is `result`'s failure
+    or, where it has none (a basic pod placed by preemption), that of `rest`: the try that
+    failed for those pods."""
     names = state.nodes.names
     placed_after = g.placed + len(result.placements)
     data: dict[str, Any] = {
@@ -351,17 +368,15 @@ def _placement_data(state: ClusterState, g: Group, result: pl.Attempt) -> dict[s
     if g.spec.topology_key is not None:
         data["domain"] = {"key": g.spec.topology_key, "value": result.domain}
     if placed_after < g.total:
-        data["explanation"] = pl.explanation(result.failure, result.placeable, g.spec.min_count,
+        failure = result.failure if result.failure is not None or rest is None else rest.failure
+        data["explanation"] = pl.explanation(failure, result.placeable, g.spec.min_count,
                                              len(state.nodes.live_indices()))
     return data
 
 
-def _emit_placement(state: ClusterState, g: Group, result: pl.Attempt, emit: Emit, kind: str) -> None:
-    emit(kind, _placement_data(state, g, result))
-
-
-def _emit_preemption(state: ClusterState, g: Group, plan: pre.Plan, emit: Emit, kind: str) -> None:
-    data = _placement_data(state, g, plan.placement)  # computed before the victims go
+def _emit_preemption(state: ClusterState, g: Group, plan: pre.Plan, emit: Emit, kind: str,
+                     failed: pl.Attempt | None = None) -> None:
+    data = _placement_data(state, g, plan.placement, failed)  # computed before the victims go
     preemptor = {**g.ref, "priority": g.workload.spec.priority}
     names = state.nodes.names
     victims = []

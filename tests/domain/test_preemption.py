@@ -164,3 +164,43 @@ def test_topology_preemptor_takes_the_domain_that_the_least_important_victims_fr
     assert [v["workload"] for v in preempted(s)] == ["u1"]
     assert s.placements("pre") == {"p-0": "b", "p-1": "b"}
     assert s.placements("u2") == {"p-0": "a"}
+
+
+def test_leftover_pod_of_a_basic_group_preempts_in_the_pass_that_placed_the_first():
+    s = Sim()
+    s.node("a", cpu="1")
+    s.node("b", cpu="1")
+    s.submit("low", basic("b", pods(1, cpu="1")), priority=0)
+    assert s.placements("low") == {"p-0": "a"}
+    s.submit("bb", basic("b", pods(2, cpu="1")), priority=10)
+    # p-0 takes the free node b; p-1 preempts the low pod in the same pass, no other input needed
+    assert s.types() == [ev.POD_GROUP_SCHEDULED, ev.POD_GROUP_PREEMPTED, ev.PODS_SCHEDULED,
+                         ev.POD_GROUP_UNSCHEDULABLE]
+    assert s.placements("bb") == {"p-0": "b", "p-1": "a"}
+    assert s.group("low")["placedPods"] == 0
+    s.assert_replay_equal()
+
+
+def test_basic_group_placed_by_preemption_explains_its_other_pods():
+    s = Sim()
+    s.node("a", cpu="1")
+    s.submit("low", basic("b", pods(1, cpu="1")), priority=0)
+    s.submit("hi", basic("b", pods(2, cpu="1")), priority=10)
+    assert s.placements("hi") == {"p-0": "a", "p-1": None}
+    scheduled = next(e for e in s.last if e.type == ev.POD_GROUP_SCHEDULED)
+    explanation = scheduled.data["explanation"]
+    assert explanation["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert explanation["reasons"] == [{"reason": "Insufficient cpu", "nodes": 1}]
+    assert s.group("hi")["explanation"]["reasons"] == explanation["reasons"]
+
+
+def test_leftover_basic_pod_that_cannot_preempt_records_why_in_the_placement():
+    s = Sim()
+    s.node("a", cpu="1")
+    s.submit("hi", basic("b", pods(2, cpu="1")), priority=10)
+    assert s.types() == [ev.POD_GROUP_SCHEDULED]
+    explanation = s.last[0].data["explanation"]
+    assert explanation["preemption"] == "NoLowerPriorityVictims"
+    assert explanation["reasons"] == [{"reason": "Insufficient cpu", "nodes": 1}]
+    assert s.group("hi")["explanation"] == explanation
+    s.assert_replay_equal()
