@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import time
 from typing import Any, Callable
+from urllib.parse import unquote_plus
 
 from litestar import Litestar
 from litestar.connection import ASGIConnection
+from litestar.exceptions import ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -42,6 +44,8 @@ def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
                 kept = [p for p in pairs if p.partition(b"=")[2]]
                 if len(kept) != len(pairs):
                     scope["query_string"] = b"&".join(kept)
+                if len(kept) > 1:
+                    _refuse_repeated(kept)
             status = 0
             scope[COUNTED] = True  # type: ignore[literal-required]
 
@@ -61,6 +65,16 @@ def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
                     REQUESTS.labels(method, route, str(status)).inc()
         return middleware
     return wrap
+
+
+def _refuse_repeated(pairs: list[bytes]) -> None:
+    """A query parameter given twice is a 422: which value counts would be a guess (and the
+    access check and the handler must read the same one)."""
+    names = [unquote_plus(p.partition(b"=")[0].decode("latin-1")) for p in pairs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValidationException(detail="a query parameter is given more than once", extra=[
+            {"key": n, "source": "query", "message": "given more than once"} for n in repeated])
 
 
 def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug: bool = False) -> Litestar:

@@ -92,8 +92,8 @@ class Authorizer:
                 return
             raise PermissionDeniedException(detail=f"this token may not act on namespace {namespace!r}")
         if access == WORKLOADS_LIST:
-            namespace = connection.query_params.get("namespace")
-            if grant.covers_namespace(namespace):
+            namespaces = connection.query_params.getall("namespace", [])
+            if namespaces and all(grant.covers_namespace(n) for n in namespaces):
                 return
             raise PermissionDeniedException(
                 detail="a submitter lists workloads of one of its namespaces: add ?namespace=<one of them>")

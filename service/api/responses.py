@@ -15,6 +15,7 @@ from litestar.exceptions.http_exceptions import (
 )
 
 from service.api.metrics import UNMATCHED_ROUTE
+from service.api.segments import route_name_errors
 from service.metrics import REQUESTS
 from service.schemas import problems
 from service.schemas.errors import InputValidationError
@@ -100,7 +101,11 @@ def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -
 def _http_exception_response(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     headers = dict(exc.headers or {})
     if isinstance(exc, ValidationException):
-        return problem_response(validation_problem(_litestar_validation_errors(request, exc)), headers)
+        errors = _litestar_validation_errors(request, exc)
+        named = {tuple(e["loc"]) for e in errors}
+        names = route_name_errors(request.scope, request.query_params.get("namespace"))
+        errors = [e for e in names if tuple(e["loc"]) not in named] + errors
+        return problem_response(validation_problem(errors), headers)
     status = exc.status_code
     if status == 500 and exc.detail == "client disconnected prematurely":
         # the client hung up while sending its body: nobody reads this answer, and it is not our failure

@@ -11,6 +11,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from service.api import auth
 from service.api.auth import principal_of
+from service.api.segments import route_name_errors, segment_errors
 from service.api.responses import PROBLEM_CONTENT_TYPE, json_response, problem_response, sorted_json_response
 from service.app.commands import Command, Origin, Outcome
 from service.app.service import Gangplank
@@ -23,9 +24,6 @@ from service.schemas.names import (
     CLUSTER_PATTERN,
     DNS1123_LABEL_PATTERN,
     DNS1123_SUBDOMAIN_PATTERN,
-    cluster_name_error,
-    dns1123_label_error,
-    dns1123_subdomain_error,
 )
 from service.schemas.problems import problem
 from service.schemas.validate import validate_body
@@ -43,14 +41,6 @@ WorkloadSegment = Annotated[str, PathParameter(description="Workload name (DNS-1
                                            schema_extra={"pattern": DNS1123_LABEL_PATTERN, "max_length": 63})]
 ObjectSegment = Annotated[str, PathParameter(description="Object name (DNS-1123 subdomain).",
                                          schema_extra={"pattern": DNS1123_SUBDOMAIN_PATTERN, "max_length": 253})]
-
-_SEGMENT_CHECKS: dict[str, Callable[[str], str | None]] = {
-    "cluster": cluster_name_error,
-    "namespace": dns1123_label_error,
-    "workload": dns1123_label_error,
-    "object": dns1123_subdomain_error,
-}
-
 
 # `?dryRun=true` (http.md); also Kubernetes' own spelling, `?dryRun=All` (what `kubectl --dry-run=server`
 # sends), on every mutating route: the answer that would result, nothing recorded.
@@ -70,15 +60,6 @@ def dry_run_of(value: str | bool | None) -> tuple[bool, list[dict[str, Any]]]:
 
 def service_of(request: Request[Any, Any, Any]) -> Gangplank:
     return request.app.state[STATE_KEY]
-
-
-def segment_errors(*segments: tuple[str, str, str]) -> list[dict[str, Any]]:
-    """(param name, value, kind) → an error at ["path", name] for every bad segment."""
-    errors = []
-    for param, value, kind in segments:
-        if (reason := _SEGMENT_CHECKS[kind](value)) is not None:
-            errors.append({"loc": ["path", param], "msg": reason})
-    return errors
 
 
 def check_segments(*segments: tuple[str, str, str]) -> None:
@@ -292,9 +273,8 @@ async def list_workloads(
     after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION,
                                                      description="The `next` of the previous page.")] = 0,
 ) -> Response[Any]:
-    check_segments(("cluster", cluster, "cluster"))
-    if namespace is not None and (reason := dns1123_label_error(namespace)) is not None:
-        raise InputValidationError.single(["query", "namespace"], reason)
+    if errors := route_name_errors(request.scope, namespace):
+        raise InputValidationError(errors)
     page = await service_of(request).list_workloads(cluster, namespace=namespace, phase=phase, limit=limit,
                                                     after=after)
     return json_response(page)

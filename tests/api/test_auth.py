@@ -117,6 +117,8 @@ def test_auditor_reads_everything_and_writes_nothing(secured, service, method, u
     ("GET", f"{TEAM_B}/train-7/history", None, False),
     ("GET", f"{BASE}/workloads", None, False),
     ("GET", f"{BASE}/workloads?namespace=team-b", None, False),
+    ("GET", f"{BASE}/workloads?namespace=team-a&namespace=team-b", None, False),
+    ("GET", f"{BASE}/workloads?namespace=team-b&namespace=team-a", None, False),
     ("PUT", f"{BASE}/nodes/n1", NODE, False),
     ("DELETE", f"{BASE}/nodes/n1", None, False),
     ("PUT", f"{BASE}/priorityclasses/high", {"value": 1}, False),

@@ -320,6 +320,33 @@ def test_workload_list_parameters(client, service, query, loc):
     assert service.calls == []
 
 
+@pytest.mark.parametrize(("url", "locs"), [
+    ("/v1/clusters/c1/workloads?limit=0&namespace=X", [["query", "limit"], ["query", "namespace"]]),
+    ("/v1/clusters/BAD/events?limit=0&wait=99", [["path", "cluster"], ["query", "limit"], ["query", "wait"]]),
+    ("/v1/clusters/BAD/workloads?namespace=X", [["path", "cluster"], ["query", "namespace"]]),
+    ("/v1/clusters/BAD/namespaces/Y/workloads/Z?x=1", [["path", "cluster"], ["path", "namespace"], ["path", "name"]]),
+    ("/v1/clusters/BAD/nodes/N_1", [["path", "cluster"], ["path", "name"]]),
+    ("/v1/clusters/BAD/state?at=-1", [["path", "cluster"], ["query", "at"]]),
+])
+def test_a_read_names_every_bad_parameter(client, service, url, locs):
+    response = client.get(url)
+    assert response.status_code == 422, response.text
+    assert sorted(e["loc"] for e in response.json()["errors"]) == sorted(locs)
+    assert service.calls == []
+
+
+@pytest.mark.parametrize(("url", "loc"), [
+    (f"{BASE}/workloads?namespace=team-a&namespace=team-b", ["query", "namespace"]),
+    (f"{BASE}/workloads?limit=5&namespace=a&limit=6", ["query", "limit"]),
+    (f"{BASE}/state?at=1&at=2", ["query", "at"]),
+    (f"{BASE}/namespaces/team-a/workloads?dryRun=bogus&dry%52un=true", ["query", "dryRun"]),
+])
+def test_a_query_parameter_given_twice_is_refused(client, service, url, loc):
+    method = "POST" if "dryRun" in url else "GET"
+    assert_422(client.request(method, url, json={"name": "w"} if method == "POST" else None), loc)
+    assert service.calls == []
+
+
 def test_state_at_must_be_a_position(client, service):
     assert_422(client.get(f"{BASE}/state?at=-1"), ["query", "at"])
     assert_422(client.get(f"{BASE}/state?at=x"), ["query", "at"])
