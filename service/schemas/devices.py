@@ -67,6 +67,20 @@ class DeviceClass(StrictModel):
     selectors: list[DeviceSelector] = Field(default_factory=list, max_length=MAX_SELECTORS)
 
 
+# Messages of the cross-field rules, shared with their raw-JSON checks (service/schemas/validate.py).
+ONE_ATTRIBUTE_VALUE = "exactly one of string, int, bool or version must be set"
+ALL_WITH_COUNT = "must not be set when allocationMode is All"
+
+
+def one_reach(chosen: list[str]) -> str:
+    return "exactly one of nodeName, allNodes: true or nodeSelector must be set" + (
+        f" (got {', '.join(chosen)})" if chosen else "")
+
+
+def unknown_request(name: str) -> str:
+    return f"no request named {name!r} in this claim"
+
+
 class DeviceAttribute(StrictModel):
     """A typed attribute value: exactly one of `string`, `int`, `bool`, `version`."""
     string: StrictStr = Field(None, max_length=MAX_ATTRIBUTE_LENGTH)
@@ -78,7 +92,7 @@ class DeviceAttribute(StrictModel):
     def _exactly_one(self) -> "DeviceAttribute":
         given = self.model_fields_set
         if len(given) != 1:
-            raise_errors("DeviceAttribute", [((), "exactly one of string, int, bool or version must be set")])
+            raise_errors("DeviceAttribute", [((), ONE_ATTRIBUTE_VALUE)])
         return self
 
 
@@ -127,8 +141,7 @@ class ResourceSlice(StrictModel):
                                              ("allNodes", self.all_nodes is True),
                                              ("nodeSelector", self.node_selector is not None)) if given]
         if len(chosen) != 1:
-            errors.append(((), "exactly one of nodeName, allNodes: true or nodeSelector must be set"
-                               + (f" (got {', '.join(chosen)})" if chosen else "")))
+            errors.append(((), one_reach(chosen)))
         if self.node_selector is not None and not self.node_selector:
             errors.append((("nodeSelector",), "must not be empty"))
         _duplicates(errors, ("devices",), [d.name for d in self.devices])
@@ -145,7 +158,7 @@ class ExactDeviceRequest(StrictModel):
     @model_validator(mode="after")
     def _count(self) -> "ExactDeviceRequest":
         if self.allocation_mode == "All" and "count" in self.model_fields_set:
-            raise_errors("ExactDeviceRequest", [(("count",), "must not be set when allocationMode is All")])
+            raise_errors("ExactDeviceRequest", [(("count",), ALL_WITH_COUNT)])
         return self
 
 
@@ -173,7 +186,7 @@ class DeviceClaim(StrictModel):
         for i, constraint in enumerate(self.constraints):
             for j, request in enumerate(constraint.requests or ()):
                 if request not in known:
-                    errors.append((("constraints", i, "requests", j), f"no request named {request!r} in this claim"))
+                    errors.append((("constraints", i, "requests", j), unknown_request(request)))
         raise_errors("DeviceClaim", errors)
         return self
 

@@ -13,7 +13,14 @@ from typing import Any, Literal, Sequence
 from pydantic import ValidationError
 
 from service.schemas.common import StrictModel
-from service.schemas.devices import DeviceClass, ResourceSlice
+from service.schemas.devices import (
+    ALL_WITH_COUNT,
+    ONE_ATTRIBUTE_VALUE,
+    DeviceClass,
+    ResourceSlice,
+    one_reach,
+    unknown_request,
+)
 from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.inventory import Node, PriorityClass
 from service.schemas.workload import MAX_PODS_PER_WORKLOAD, Workload
@@ -117,18 +124,10 @@ def workload_cross_field_errors(body: dict[str, Any]) -> list[tuple[tuple[Any, .
     are themselves valid, so that a body failing elsewhere still gets them named (the models check
     a rule only when the whole object holding it is valid). Same messages as the models."""
     errors: list[tuple[tuple[Any, ...], str]] = []
-
-    def dicts(value: Any) -> list[tuple[int, dict[str, Any]]]:
-        return [(i, v) for i, v in enumerate(value) if isinstance(v, dict)] if isinstance(value, list) else []
+    dicts = _dicts
 
     def duplicates(where: tuple[Any, ...], items: Any) -> None:
-        seen: set[str] = set()
-        for i, item in dicts(items):
-            name = item.get("name")
-            if isinstance(name, str):
-                if name in seen:
-                    errors.append(((*where, i, "name"), f"duplicate name {name!r}"))
-                seen.add(name)
+        errors.extend(_duplicate_names(where, items))
 
     if "priority" in body and "priorityClassName" in body:
         errors.append((("priorityClassName",), "must not be set together with priority"))
@@ -172,7 +171,70 @@ def workload_cross_field_errors(body: dict[str, Any]) -> list[tuple[tuple[Any, .
                            f"must be at most the group's pod count ({count})"))
     if total is not None and total > MAX_PODS_PER_WORKLOAD:
         errors.append((("podGroups",), f"a workload has at most {MAX_PODS_PER_WORKLOAD} pods (this one has {total})"))
+    for t, template in dicts(body.get("resourceClaimTemplates")):
+        spec = template.get("spec")
+        devices = spec.get("devices") if isinstance(spec, dict) else None
+        if isinstance(devices, dict):
+            errors += [(("resourceClaimTemplates", t, "spec", "devices", *where), msg)
+                       for where, msg in _claim_errors(devices)]
     return errors
+
+
+def _dicts(value: Any) -> list[tuple[int, dict[str, Any]]]:
+    return [(i, v) for i, v in enumerate(value) if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _duplicate_names(where: tuple[Any, ...], items: Any) -> list[tuple[tuple[Any, ...], str]]:
+    seen: set[str] = set()
+    errors = []
+    for i, item in _dicts(items):
+        name = item.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                errors.append(((*where, i, "name"), f"duplicate name {name!r}"))
+            seen.add(name)
+    return errors
+
+
+def _claim_errors(devices: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    """A claim spec's `devices` rules (DeviceClaim, ExactDeviceRequest), on the raw JSON."""
+    errors = _duplicate_names(("requests",), devices.get("requests"))
+    requests = _dicts(devices.get("requests"))
+    for r, request in requests:
+        exactly = request.get("exactly")
+        if isinstance(exactly, dict) and exactly.get("allocationMode") == "All" and "count" in exactly:
+            errors.append((("requests", r, "exactly", "count"), ALL_WITH_COUNT))
+    if isinstance(devices.get("requests", []), list) and len(requests) == len(devices.get("requests", [])):
+        known = {request.get("name") for _, request in requests}
+        for c, constraint in _dicts(devices.get("constraints")):
+            names = constraint.get("requests")
+            for j, name in enumerate(names if isinstance(names, list) else ()):
+                if isinstance(name, str) and name not in known:
+                    errors.append((("constraints", c, "requests", j), unknown_request(name)))
+    return errors
+
+
+def slice_cross_field_errors(body: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    """A resource slice's rules (ResourceSlice, Device, DeviceAttribute) on the raw JSON, as for
+    workloads: named also when the slice fails elsewhere."""
+    chosen = [f for f, given in (("nodeName", body.get("nodeName") is not None),
+                                 ("allNodes", body.get("allNodes") is True),
+                                 ("nodeSelector", body.get("nodeSelector") is not None)) if given]
+    errors: list[tuple[tuple[Any, ...], str]] = []
+    if len(chosen) != 1:
+        errors.append(((), one_reach(chosen)))
+    if body.get("nodeSelector") == {}:
+        errors.append((("nodeSelector",), "must not be empty"))
+    errors += _duplicate_names(("devices",), body.get("devices"))
+    for d, device in _dicts(body.get("devices")):
+        attributes = device.get("attributes")
+        for key, value in (attributes.items() if isinstance(attributes, dict) else ()):
+            if isinstance(value, dict) and len(value) != 1:
+                errors.append((("devices", d, "attributes", key), ONE_ATTRIBUTE_VALUE))
+    return errors
+
+
+_CROSS_FIELD = {"Workload": workload_cross_field_errors, "ResourceSlice": slice_cross_field_errors}
 
 
 def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[str, Any], *,
@@ -199,10 +261,11 @@ def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[st
         validated = model.model_validate(value, strict=True)
     except ValidationError as exc:
         errors = pydantic_errors(exc, loc)
-        if kind == "Workload":  # also the cross-field rules whose own fields are valid (http.md: every field)
+        if (cross_field := _CROSS_FIELD.get(kind)) is not None:
+            # also the cross-field rules whose own fields are valid (http.md: every offending field)
             named = {tuple(e["loc"]) for e in errors}
             try:
-                extra = workload_cross_field_errors(value)
+                extra = cross_field(value)
             except Exception:  # pragma: no cover - a best effort on input that already failed: never a 500
                 extra = []
             errors += [{"loc": [*loc, *where], "msg": msg} for where, msg in extra if (*loc, *where) not in named]

@@ -425,3 +425,28 @@ def test_resource_maps_are_bounded(client, service):
         {"name": f"p{k}", "requests": {f"example.com/r{k}-{i}": "1" for i in range(100)}} for k in range(2)]}]}
     assert_422(client.post(WL_URL, json=doc), ["body", "podGroups"])
     assert [c for c in service.executed if c[0].type == "SubmitWorkload"] == []
+
+
+def test_device_rules_are_named_with_the_other_errors(client, service):
+    """The rules of device bodies (count with All, constraint references, exactly one reach, one
+    attribute value, distinct devices) are named in the same answer as the body's other errors."""
+    workload = {"name": "w", "podGroups": [{"name": "g", "schedulingPolicy": {"basic": {}}, "pods": [
+        {"name": "p", "resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}]}],
+        "resourceClaimTemplates": [{"name": "t", "spec": {"devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "allocationMode": "All", "count": 2}}],
+            "constraints": [{"requests": ["nope"], "matchAttribute": "gpu.example.com/x"}]}}}]}
+    response = client.post(f"{BASE}/namespaces/team-a/workloads", json=workload)
+    assert response.status_code == 422
+    locs = [e["loc"] for e in response.json()["errors"]]
+    devices = ["body", "resourceClaimTemplates", 0, "spec", "devices"]
+    assert [*devices, "requests", 0, "exactly", "count"] in locs
+    assert [*devices, "constraints", 0, "requests", 0] in locs
+    piece = {"driver": "gpu.example.com", "pool": {"name": "p"}, "devices": [
+        {"name": "d", "attributes": {"a": {"int": 1, "string": "x"}}}, {"name": "d", "capacity": {"m": {"value": "bad"}}}]}
+    response = client.put(f"{BASE}/resourceslices/s1", json=piece)
+    assert response.status_code == 422
+    locs = [e["loc"] for e in response.json()["errors"]]
+    assert sorted(map(str, locs)) == sorted(map(str, [
+        ["body"], ["body", "devices", 0, "attributes", "a"], ["body", "devices", 1, "name"],
+        ["body", "devices", 1, "capacity", "m", "value"]]))
+    assert service.calls == []
