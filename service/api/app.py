@@ -7,7 +7,7 @@ from urllib.parse import unquote_plus
 
 from litestar import Litestar
 from litestar.connection import ASGIConnection
-from litestar.exceptions import ValidationException
+from litestar.exceptions import NotFoundException, ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -21,6 +21,11 @@ from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.metrics import REQUESTS
 
 API_VERSION = "1"
+
+try:  # the handler Litestar routes unknown /schema/... paths to (it answers an HTML page)
+    from litestar._openapi.plugin import handle_schema_path_not_found as _SCHEMA_NOT_FOUND
+except ImportError:  # pragma: no cover - another Litestar layout: its own answer stands
+    _SCHEMA_NOT_FOUND = None
 
 
 def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
@@ -38,6 +43,8 @@ def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
                 return
             if not authorizer.open:
                 await authorizer(ASGIConnection(scope, receive, send), scope["route_handler"])
+            if _SCHEMA_NOT_FOUND is not None and getattr(scope["route_handler"], "fn", None) is _SCHEMA_NOT_FOUND:
+                raise NotFoundException()  # answered as problem details, not Litestar's HTML page
             query = scope.get("query_string") or b""
             if query:
                 pairs = query.split(b"&")

@@ -195,3 +195,12 @@ def test_unexpected_failure_is_a_logged_500_problem():
     with TestClient(create_app(Failing(), ApiSettings()), raise_server_exceptions=False) as client:
         document = is_problem(client.get(f"{BASE}/nodes"), 500)
         assert "bug" not in document["detail"]  # no internals leak
+
+
+def test_unknown_schema_paths_are_problem_details(client):
+    for path in ("/schema/foo", "/schema/redoc", "/schema/openapi.jsonx"):
+        response = client.get(path)
+        assert response.status_code == 404
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert response.json()["status"] == 404
+    assert client.get("/schema/openapi.json").status_code == 200
