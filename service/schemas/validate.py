@@ -205,7 +205,7 @@ def _claim_errors(devices: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
         if isinstance(exactly, dict) and exactly.get("allocationMode") == "All" and "count" in exactly:
             errors.append((("requests", r, "exactly", "count"), ALL_WITH_COUNT))
     if isinstance(devices.get("requests", []), list) and len(requests) == len(devices.get("requests", [])):
-        known = {request.get("name") for _, request in requests}
+        known = {request.get("name") for _, request in requests if isinstance(request.get("name"), str)}
         for c, constraint in _dicts(devices.get("constraints")):
             names = constraint.get("requests")
             for j, name in enumerate(names if isinstance(names, list) else ()):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from service.api import ApiSettings, create_app
-from tests.api.conftest import BASE, BODY_ROUTES, MUTATING_ROUTES, WORKLOAD, RecordingGangplank
+from tests.api.conftest import BASE, BODY_ROUTES, MUTATING_ROUTES, RESOURCE_SLICE, WORKLOAD, RecordingGangplank
 
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -161,3 +161,12 @@ def test_the_cross_field_check_never_raises(document):
 
     if isinstance(document, dict):
         assert isinstance(workload_cross_field_errors(document), list)
+
+
+@FUZZ
+@given(mutated(RESOURCE_SLICE))
+def test_the_slice_cross_field_check_never_raises(document):
+    from service.schemas.validate import slice_cross_field_errors
+
+    if isinstance(document, dict):
+        assert isinstance(slice_cross_field_errors(document), list)
