@@ -459,9 +459,11 @@ class Gangplank:
         if kind == "UpsertNode":
             return views.node_view(state, cmd.name) or {}
         if kind == "RemoveNode":
-            released = [{**p, "node": cmd.name} for d in decisions if d.type == ev.PODS_LOST
-                        for p in ({"namespace": d.data["namespace"], "workload": d.data["workload"],
-                                   "podGroup": d.data["podGroup"], "pod": x["pod"]} for x in d.data["pods"])]
+            # every pod the loss released, with the node it was on (a gang left below minCount
+            # goes back whole: its pods on other nodes are released too)
+            released = [{"namespace": d.data["namespace"], "workload": d.data["workload"],
+                         "podGroup": d.data["podGroup"], "pod": x["pod"], "node": x["node"]}
+                        for d in decisions if d.type == ev.PODS_LOST for x in d.data["pods"]]
             return {"name": cmd.name, "released": released}
         kind_map = {"UpsertDeviceClass": "deviceclasses", "RemoveDeviceClass": "deviceclasses",
                     "UpsertResourceSlice": "resourceslices", "RemoveResourceSlice": "resourceslices",

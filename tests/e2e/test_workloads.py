@@ -223,3 +223,16 @@ def test_an_oversized_body_is_413_on_every_mutating_route(client: TestClient, cl
         assert r.headers["content-type"].startswith("application/problem+json")
     assert api.get("/events").json()["lastPosition"] == before
     assert api.get("/nodes/n1").status_code == 200 and api.workload("keep").status_code == 200
+
+
+def test_removing_a_node_answers_every_pod_released_with_its_own_node(client: TestClient, cluster: str) -> None:
+    api = Api(client, cluster)
+    for name in ("n1", "n2"):
+        assert api.put_node(name, node(cpu="1")).status_code == 200
+    r = api.submit(workload("pair", 2, cpu="1"))  # one pod per node; minCount 2
+    pods = {p["name"]: p["node"] for p in r.json()["status"]["podGroups"][0]["pods"]}
+    assert sorted(pods.values()) == ["n1", "n2"]
+    r = client.delete(api.url("/nodes/n1"))
+    assert r.status_code == 200, r.text
+    # the gang is below minCount: it goes back whole, its pod on n2 is released too
+    assert sorted((p["pod"], p["node"]) for p in r.json()["released"]) == sorted(pods.items())
