@@ -61,7 +61,7 @@ def quantity_error(value: Any, resource: str) -> str | None:
 MAX_RESOURCES = 128
 
 
-def _validate_resources(value: Any) -> dict[str, Any]:
+def _resource_errors(value: Any) -> list[tuple[tuple[str, ...], str]]:
     """A map resource name → quantity; every error names its key."""
     if not isinstance(value, dict):
         raise PydanticCustomError("dict_type", "Input should be an object")
@@ -74,7 +74,23 @@ def _validate_resources(value: Any) -> dict[str, Any]:
             errors.append(((key, "[key]"), f"invalid resource name: {reason}"))
         elif (reason := quantity_error(amount, key)) is not None:
             errors.append(((key,), reason))
-    raise_errors("resources", errors)
+    return errors
+
+
+def _validate_resources(value: Any) -> dict[str, Any]:
+    raise_errors("resources", _resource_errors(value))
+    return value
+
+
+def _validate_requests(value: Any) -> dict[str, Any]:
+    """A pod's requests: resources, but not `pods`, which no pod requests (Kubernetes refuses it in
+    a container's resources too): a pod uses one `pods` of a node that declares it, implicitly."""
+    errors = _resource_errors(value)
+    if "pods" in value:
+        errors = [e for e in errors if e[0][0] != "pods"]
+        errors.append((("pods", "[key]"), "a pod does not request pods: it uses one of a node that "
+                                          "declares pods, implicitly"))
+    raise_errors("requests", errors)
     return value
 
 
@@ -87,5 +103,18 @@ Resources = Annotated[
         "additionalProperties": QUANTITY_SCHEMA,
         "maxProperties": MAX_RESOURCES,
         "description": "Resource name → quantity.",
+    }),
+]
+
+
+Requests = Annotated[
+    dict[str, Any],
+    PlainValidator(_validate_requests),
+    WithJsonSchema({
+        "type": "object",
+        "propertyNames": {"type": "string", "pattern": QUALIFIED_NAME_PATTERN, "not": {"const": "pods"}},
+        "additionalProperties": QUANTITY_SCHEMA,
+        "maxProperties": MAX_RESOURCES,
+        "description": "Resource name → quantity (not `pods`: a pod uses one of a node that declares it).",
     }),
 ]

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from service.schemas.common import MAX_RESOURCES, PRIORITY_MAX, PRIORITY_MIN, PreemptionPolicy, Resources, StrictModel
+from service.schemas.common import MAX_RESOURCES, PRIORITY_MAX, PRIORITY_MIN, PreemptionPolicy, Requests, StrictModel
 from service.schemas.devices import ResourceClaimSpec
 from service.schemas.errors import duplicate_names as _duplicates, raise_errors
 from service.schemas.names import DNSLabel, DNSSubdomain, LabelMap, QualifiedName
@@ -58,7 +58,7 @@ class PodEntry(StrictModel):
     """`count` pods named `<name>-0` … `<name>-<count-1>`."""
     name: DNSLabel
     count: StrictInt = Field(1, ge=1, le=MAX_PODS_PER_WORKLOAD)
-    requests: Resources = Field(default_factory=dict)
+    requests: Requests = Field(default_factory=dict)
     node_selector: LabelMap = Field(default_factory=dict)
     resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
 

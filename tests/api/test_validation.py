@@ -450,3 +450,11 @@ def test_device_rules_are_named_with_the_other_errors(client, service):
         ["body"], ["body", "devices", 0, "attributes", "a"], ["body", "devices", 1, "name"],
         ["body", "devices", 1, "capacity", "m", "value"]]))
     assert service.calls == []
+
+
+def test_a_pod_does_not_request_pods(client, service):
+    body = {"name": "w", "podGroups": [{"name": "g", "schedulingPolicy": {"basic": {}},
+                                        "pods": [{"name": "p", "requests": {"pods": "5", "cpu": "1"}}]}]}
+    assert_422(client.post(f"{BASE}/namespaces/team-a/workloads", json=body),
+               ["body", "podGroups", 0, "pods", 0, "requests", "pods", "[key]"])
+    assert service.calls == []
