@@ -13,7 +13,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.auth import Authorizer
 from service.api.openapi import render_plugins
-from service.api.responses import COUNTED, EXCEPTION_HANDLERS
+from service.api.responses import AUTHORIZER_KEY, COUNTED, EXCEPTION_HANDLERS
 from service.api.routes import STATE_KEY, route_handlers
 from service.api.settings import ApiSettings
 from service.app.service import Gangplank
@@ -91,12 +91,13 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     Bodies over `settings.max_body_size` bytes are 413 (Content-Length checked before reading,
     streamed bytes counted while reading)."""
     settings = settings or ApiSettings()
+    authorizer = Authorizer(settings)
     return Litestar(
         route_handlers=route_handlers(),
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        middleware=[_route_middleware(Authorizer(settings))],
+        middleware=[_route_middleware(authorizer)],
         request_max_body_size=settings.max_body_size,
-        state=_state(service),
+        state=_state(service, authorizer),
         openapi_config=OpenAPIConfig(
             title=settings.title,
             version=API_VERSION,
@@ -109,6 +110,6 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     )
 
 
-def _state(service: Gangplank) -> Any:
+def _state(service: Gangplank, authorizer: Authorizer) -> Any:
     from litestar.datastructures import State
-    return State({STATE_KEY: service})
+    return State({STATE_KEY: service, AUTHORIZER_KEY: authorizer})

@@ -65,6 +65,15 @@ class Authorizer:
         self.open = settings.is_open
         self._principals = settings.principals()
 
+    def authenticated(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
+        """Open, or a valid token: for answers given before any route (an unknown path or method
+        is a 401 to whoever has no valid token, as Kubernetes' API server answers)."""
+        if self.open:
+            return True
+        token = _bearer(connection)
+        principal = self._principals.get(hashlib.sha256(token.encode("utf-8")).hexdigest()) if token else None
+        return principal is not None and principal.grant is not None
+
     async def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
         # async: Litestar runs a sync guard in a worker thread (about 0.5 ms per request)
         access = handler.opt.get("access")

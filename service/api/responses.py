@@ -14,6 +14,7 @@ from litestar.exceptions.http_exceptions import (
     PermissionDeniedException,
 )
 
+from service.api.auth import WWW_AUTHENTICATE
 from service.api.metrics import UNMATCHED_ROUTE
 from service.api.segments import route_name_errors
 from service.metrics import REQUESTS
@@ -92,7 +93,15 @@ def count_unrouted(request: Request[Any, Any, Any], status: int) -> None:
         REQUESTS.labels(scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE, str(status)).inc()
 
 
+AUTHORIZER_KEY = "gangplank.authorizer"
+
+
 def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    if isinstance(exc, (NotFoundException, MethodNotAllowedException)) and not request.scope.get(COUNTED):
+        # no route answered: access was not checked; without a valid token the answer is 401
+        authorizer = request.app.state.get(AUTHORIZER_KEY)
+        if authorizer is not None and not authorizer.authenticated(request):
+            exc = NotAuthorizedException(detail="a valid bearer token is required", headers=WWW_AUTHENTICATE)
     response = _http_exception_response(request, exc)
     count_unrouted(request, response.status_code)
     return response

@@ -241,3 +241,14 @@ def test_missing_tokens_file(tmp_path):
 ])
 def test_an_open_api_binds_to_loopback_only(tokens, host, bound):
     assert resolve_bind_host(ApiSettings(tokens=tokens), host) == bound  # type: ignore[arg-type]
+
+
+def test_an_unknown_path_or_method_is_401_without_a_valid_token(secured, service):
+    for method, url in (("GET", "/nope"), ("PATCH", f"{BASE}/nodes/n1"), ("GET", f"{BASE}/nodes/n1/extra")):
+        anonymous = secured.request(method, url)
+        assert anonymous.status_code == 401, (method, url, anonymous.text)
+        assert anonymous.headers["www-authenticate"].startswith("Bearer")
+        assert secured.request(method, url, headers=bearer("wrong")).status_code == 401
+        assert secured.request(method, url, headers=bearer(ADMIN)).status_code in (404, 405)
+    assert secured.get("/healthz").status_code == 200  # public routes stay public
+    assert service.calls == []
