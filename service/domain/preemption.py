@@ -458,10 +458,11 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
             runs.append((shape, 1))
     counters = [_UniformCount(state, g, shape, n, None, domains) for shape, n in runs]
 
-    def bound() -> int:
+    def bound(per_domain: bool = False) -> Any:
         if domains is None:
             return sum(c() for c in counters)
-        return int(sum(c.by_domain(n_domains) for c in counters).max())
+        sums = sum(c.by_domain(n_domains) for c in counters)
+        return sums if per_domain else int(sums.max())
 
     lo, hi = 1, cand.count
     while lo < hi:
@@ -501,7 +502,7 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
             fast = pl.uniform_count(state, g, pods, need) if plain else None
             uniform = fast is not None
             if fast is None:
-                placed = pl.attempt(state, g, pods, need, explain=False).placeable
+                placed = _routine_count(state, g, pods, need, k, domains, n_domains, bound)
             else:
                 placed, chosen = fast
                 if chosen is not None:
@@ -510,6 +511,24 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
                 return lo
         lo += 1
     return cand.count  # every unit removed: the routine places k, as it did at first
+
+
+def _routine_count(state: ClusterState, g: Group, pods: list[int], need: int, k: int,
+                   domains: np.ndarray | None, n_domains: int, bound: Any) -> int:
+    """What the routine places, or some count below k when it cannot place k. With a topology,
+    only the domains whose bound reaches `need` are simulated: the others cannot be feasible, so
+    the routine never chooses them (and when none is feasible it places fewer than k anyway)."""
+    if domains is None or n_domains <= 1:
+        return pl.attempt(state, g, pods, need, explain=False).placeable
+    per_domain = bound(per_domain=True)
+    if per_domain.max() < k:
+        return 0
+    maybe = np.flatnonzero(per_domain >= need)
+    if len(maybe) == n_domains:
+        return pl.attempt(state, g, pods, need, explain=False).placeable
+    keep = np.zeros(n_domains + 1, dtype=bool)  # the last entry: rows without the label
+    keep[maybe] = True
+    return pl.attempt(state, g, pods, need, restrict=keep[domains], explain=False).placeable
 
 
 def _still_short(state: ClusterState, g: Group, pods: list[int], k: int, chosen: int | None, base: list[int],

@@ -241,11 +241,14 @@ def rack_streams(draw) -> list[tuple[str, str, Any]]:
         i += 1
     for _ in range(draw(st.integers(1, 4))):
         count = draw(st.integers(2, 6))
+        entries = [{"name": "p", "count": count, "requests": {"cpu": draw(st.sampled_from(["1", "2"])),
+                                                                "memory": "2Gi"}}]
+        if draw(st.booleans()):  # a second shape: the routine simulates the domains
+            entries.insert(0, {"name": "d", "count": 1, "requests": {"cpu": "3", "memory": "1Gi"}})
+            count += 1
         cmds.append(("submit", f"w{i}", {"name": f"w{i}", "priority": draw(st.integers(6, 9)), "podGroups": [
             {"name": "g", "schedulingPolicy": {"gang": {"minCount": draw(st.integers(1, count))}},
-             "topology": {"key": "rack"},
-             "pods": [{"name": "p", "count": count, "requests": {"cpu": draw(st.sampled_from(["1", "2"])),
-                                                                   "memory": "2Gi"}}]}]}))
+             "topology": {"key": "rack"}, "pods": entries}]}))
         i += 1
         if draw(st.booleans()):
             cmds.append(("delete", f"w{draw(st.integers(0, i - 1))}", None))
