@@ -64,10 +64,20 @@ class ReplayResult:
         return out
 
 
+class StreamOrderError(ValueError):
+    """A stream with a gap or with events out of order: nothing after that point can be folded."""
+
+    def __init__(self, cluster: str, expected: int, found: int) -> None:
+        super().__init__(f"the stream of cluster {cluster!r} has a gap or is out of order: "
+                         f"expected position {expected}, found {found}")
+
+
 def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = False,
            until: int | None = None, progress: Callable[[int], None] | None = None) -> ReplayResult:
     """Fold the events; with `verify`, re-decide each input from the recorded inputs only and
-    compare every recorded decision (canonical JSON), and check the hash chain."""
+    compare every recorded decision (canonical JSON), and check the hash chain. A gap or events
+    out of order end a verification there (chain broken at the position expected); without
+    `verify` they raise StreamOrderError."""
     if verify and until is not None:
         envelopes = list(envelopes)  # may be folded a second time (below)
     result = ReplayResult(ClusterState(cluster), chain_checked=verify)
@@ -78,14 +88,18 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
     expected_position = 1
     for env in envelopes:
         position = env["position"]
-        if until is not None and position > until:
+        if until is not None and position > until and expected_position > until:
             break
+        if position != expected_position:
+            # the decider (and evolve) take the inputs in order only: nothing after this can be checked
+            if not verify:
+                raise StreamOrderError(cluster, expected_position, position)
+            return _broken(result, expected_position, prev_hash)
         result.events += 1
         result.by_type[env["type"]] = result.by_type.get(env["type"], 0) + 1
         if verify and result.chain_ok:
             body = {k: v for k, v in env.items() if k not in ("hash", "prevHash")}
-            if position != expected_position or env.get("prevHash") != prev_hash \
-                    or chain_hash(prev_hash, body) != env.get("hash"):
+            if env.get("prevHash") != prev_hash or chain_hash(prev_hash, body) != env.get("hash"):
                 result.chain_ok = False
                 result.first_bad_hash = position
             prev_hash = env.get("hash", "")
@@ -122,6 +136,16 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
         # event N" is the one between them (as /state?at=N shows), so fold the recorded events again
         result.state = replay(envelopes, cluster, until=until).state
     result.head = prev_hash if verify else last_hash
+    return result
+
+
+def _broken(result: ReplayResult, position: int, head: str) -> ReplayResult:
+    """Verification ends at `position`, missing or with another found there; the decisions still
+    expected are not reported: they may well be recorded, further on."""
+    if result.chain_ok:
+        result.chain_ok = False
+        result.first_bad_hash = position
+    result.head = head
     return result
 
 

@@ -6,8 +6,10 @@ import collections
 import functools
 import gc
 import json
+import re
 import sys
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -26,13 +28,46 @@ DbOpt = typer.Option(None, "--database-url", help="SQLAlchemy URL (default: GANG
                                                   "else sqlite file gangplank.db here)")
 
 
-def _db(url: Optional[str]) -> str:
-    return url or default_database_url()
+def _db(url: Optional[str], *, reads: bool = False) -> str:
+    """The URL to use. An SQLite file is checked before it is opened: a read needs the file (opening
+    would create an empty one), any command its directory (aiosqlite would fail in its worker
+    thread, which can outlive asyncio.run and print a traceback)."""
+    url = url or default_database_url()
+    path = _sqlite_path(url)
+    if path is not None:
+        if reads and not path.is_file():
+            _fail(f"error: no database at {path} (run gangplank migrate, or give --database-url)")
+        if not path.parent.is_dir():
+            _fail(f"error: cannot create {path}: directory {path.parent} does not exist")
+    return url
 
 
-def _fail(message: str) -> None:
-    console.print(message, markup=False, highlight=False)
+def _sqlite_path(url: str) -> Optional[Path]:
+    """The file of an SQLite URL (relative to here with three slashes); None for other databases,
+    in-memory ones and `file:` URIs."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from service.store import normalize_url
+
+    try:
+        parsed = make_url(normalize_url(url))
+    except ArgumentError:
+        return None  # opening it says what is wrong
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") \
+            or parsed.query.get("uri"):
+        return None
+    return Path(parsed.database)
+
+
+def _fail(message: str) -> NoReturn:
+    console.print(message, markup=False, highlight=False, soft_wrap=True)  # one line, however long
     raise typer.Exit(2)
+
+
+def _no_events(cluster: str) -> NoReturn:
+    console.print(f"error: cluster {cluster!r} has no events", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
 
 
 def _check_cluster(cluster: str) -> None:
@@ -64,9 +99,15 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             from sqlalchemy import exc as sa_exc
 
+            from service.app.audit import StreamOrderError
             from service.store.base import StoreUnavailable
 
+            if isinstance(exc, StreamOrderError):
+                _fail(f"error: {exc}")
             if isinstance(exc, (sa_exc.SQLAlchemyError, StoreUnavailable)):
+                if (missing := re.search(r"no such table: \w+", str(exc))) is not None:  # SQLite never migrated
+                    _fail(f"error: the database has no schema ({missing.group()}): "
+                          f"run gangplank migrate --database-url {_db(kwargs.get('database_url'))}")
                 _fail(f"error: the database cannot be used: {str(exc).splitlines()[0]}")
             if isinstance(exc, (ValueError, KeyError, TypeError)):
                 _fail(f"error: {type(exc).__name__}: {exc}")
@@ -102,6 +143,7 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
         api_settings = ApiSettings.from_tokens_file(settings.tokens_file)
     except TokenFileError as exc:  # its message never holds a token
         _fail(f"error: {exc}")
+    _db(settings.database_url)  # an SQLite file's directory must exist
     bind = resolve_bind_host(api_settings, settings.host)
     application = build_app(settings, api_settings)
     # no proxy-header rewriting (nothing here reads client addresses): one middleware less per request
@@ -127,6 +169,8 @@ async def _envelopes(url: str, cluster: str, until: int | None, *, lean: bool = 
 
     store = open_store(url)
     try:
+        if await store.last_position(cluster) == 0:
+            _no_events(cluster)
         out_: list[dict[str, Any]] = []
         after = 0
         while True:
@@ -174,6 +218,8 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
         store = open_store(url)
         try:
             last = await store.last_position(cluster)
+            if last == 0:
+                _no_events(cluster)
             total = last if until is None else min(last, until)
             result = ReplayResult(ClusterState(cluster))
             counts: collections.Counter[str] = collections.Counter()
@@ -193,6 +239,8 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
             result.events = sum(counts.values())
             result.inputs = sum(n for t, n in counts.items() if t in ev.INPUT_TYPES)
             result.decisions = result.events - result.inputs
+            if result.events != result.state.position:
+                return None  # a gap: the plain fold says where
             result.head = await _recorded_head(store, cluster, result.state.position)
             return result
         finally:
@@ -211,22 +259,35 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
     """Rebuild a cluster's state from its events and print a summary."""
     _check_cluster(cluster)
     _check_until(until)
-    from service.app.audit import read_jsonl, replay as run_replay
-
+    url = "" if from_file else _db(database_url, reads=True)
     # One long fold that allocates much and frees little: the cyclic GC would rescan the growing
     # state over and over (as costly as the fold itself on a large cluster). Off for this command.
     gc.disable()
+    try:
+        _replay(cluster, until, verify, from_file, url)
+    finally:
+        gc.enable()
+
+
+def _replay(cluster: str, until: Optional[int], verify: bool, from_file: Optional[str], url: str) -> None:
+    from service.app.audit import read_jsonl, replay as run_replay
+
     if not verify and not from_file:
-        result = _fast_replay(_db(database_url), cluster, until)
+        result = _fast_replay(url, cluster, until)
         if result is not None:
             summary = result.summary()  # before the GC is back: a first collection would scan the whole state
             out.print_json(json.dumps(summary))
-            gc.enable()
             return
     if from_file:
         envelopes: Any = [e for e in read_jsonl(from_file) if e.get("cluster", cluster) == cluster]
+        if not envelopes:
+            _no_events(cluster)
+        if until is None:
+            # an export may end between an input and its decisions (`export --until N`): check the
+            # positions the file holds, as --until does
+            until = max(e["position"] for e in envelopes)
     else:
-        envelopes = asyncio.run(_envelopes(_db(database_url), cluster, until, lean=not verify))
+        envelopes = asyncio.run(_envelopes(url, cluster, until, lean=not verify))
     total = envelopes[-1]["position"] if envelopes else 0
     if until is not None:
         total = min(total, until)
@@ -235,11 +296,10 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
         task = bar.add_task("replay", total=total)
         result = run_replay(envelopes, cluster, verify=verify, until=until,
                             progress=lambda p: bar.update(task, completed=p) if p % 1000 == 0 else None)
-    gc.enable()
     if not verify and not from_file:  # lean envelopes carry no hashes
         async def head() -> str:
             from service.store import open_store
-            store = open_store(_db(database_url))
+            store = open_store(url)
             try:
                 return await _recorded_head(store, cluster, result.state.position)
             finally:
@@ -248,7 +308,7 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
     summary = result.summary()
     out.print_json(json.dumps(summary))
     if verify and not result.ok:
-        where = result.first_bad_hash if not result.chain_ok else result.first_mismatch
+        where = min(p for p in (result.first_bad_hash, result.first_mismatch) if p is not None)
         console.print(f"[red]verification failed at position {where}[/]")
         raise typer.Exit(1)
     if verify:
@@ -265,7 +325,7 @@ def export(cluster: str = typer.Option(..., "--cluster"),
     _check_until(until)
     from service.store.base import canonical_json
 
-    for env in asyncio.run(_envelopes(_db(database_url), cluster, until)):
+    for env in asyncio.run(_envelopes(_db(database_url, reads=True), cluster, until)):
         sys.stdout.write(canonical_json(env) + "\n")
 
 
@@ -276,14 +336,18 @@ def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: Op
     _check_cluster(cluster)
     from service.store import open_store
 
+    url = _db(database_url, reads=True)
+
     async def run() -> Any:
-        store = open_store(_db(database_url))
+        store = open_store(url)
         try:
             return await store.verify(cluster)
         finally:
             await store.close()
 
     result = asyncio.run(run())
+    if result.ok and result.events == 0:  # a broken chain counts its good events: none means none recorded
+        _no_events(cluster)
     body: dict[str, Any] = {"ok": result.ok, "events": result.events, "head": result.head}
     if not result.ok:
         body["firstBadPosition"] = result.first_bad_position
@@ -308,9 +372,10 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME"),
         console.print("[red]give the workload as NAMESPACE/NAME[/]")
         raise typer.Exit(2)
     namespace, name = workload.split("/", 1)
+    url = _db(database_url, reads=True)
 
     async def run() -> Any:
-        store = open_store(_db(database_url))
+        store = open_store(url)
         try:
             return await Gangplank(store).history(cluster, namespace, name)
         finally:

@@ -231,13 +231,16 @@ async def test_snapshots_and_read_tables_are_caches(incident):
     (["replay", "--cluster", C, "--verify", "--from-file", "{bad}"], "not JSON lines"),
     (["audit", "verify", "--cluster", C, "--database-url", "nonsense://x"], "unsupported database URL"),
     (["audit", "verify", "--cluster", C, "--database-url", "sqlite+aiosqlite:////nonexistent/dir/x.db"],
+     "no database at /nonexistent/dir/x.db"),
+    (["audit", "verify", "--cluster", C, "--database-url", "sqlite+aiosqlite:///{notdb}"],
      "database cannot be used"),
     (["export", "--cluster", "Not_A_Cluster", "--database-url", "sqlite+aiosqlite:////nonexistent/x.db"],
      "cluster name"),
     (["replay", "--cluster", C, "--until", "-3", "--from-file", "/nonexistent/events.jsonl"], "--until"),
     (["serve", "--tokens", "/nonexistent/tokens.json", "--database-url", "sqlite+aiosqlite:////nonexistent/x.db"],
      "cannot read the tokens file"),
-], ids=["missing file", "not JSON", "bad URL", "no database", "bad cluster", "negative until", "tokens file"])
+], ids=["missing file", "not JSON", "bad URL", "no database", "not a database", "bad cluster", "negative until",
+        "tokens file"])
 def test_a_command_that_cannot_run_exits_2_with_a_message(tmp_path, args, says):
     """Exit 1 means "verification failed" (cli.md); a command that cannot run at all says why and
     exits 2, without a traceback."""
@@ -245,6 +248,10 @@ def test_a_command_that_cannot_run_exits_2_with_a_message(tmp_path, args, says):
         bad = tmp_path / "bad.jsonl"
         bad.write_text("{not json\n")
         args = [str(bad) if a == "{bad}" else a for a in args]
+    if any("{notdb}" in a for a in args):
+        junk = tmp_path / "junk.db"
+        junk.write_text("not an SQLite file\n" * 100)
+        args = [a.replace("{notdb}", str(junk)) for a in args]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
     assert says in result.output and "Traceback" not in result.output
