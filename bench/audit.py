@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import random
 import statistics
@@ -23,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from service.gcpause import configure_for_serving  # noqa: E402
 from service.app.audit import replay  # noqa: E402
 from service.app.service import LIGHT_PER_FULL, Gangplank  # noqa: E402
 from service.domain import ClusterState, Event, accept, evolve, handle  # noqa: E402
@@ -120,7 +120,7 @@ async def build(url: str, total: int, snapshot_every: int) -> None:
 
 
 async def measure(url: str, queries: int, verify_events: int) -> None:
-    gc.set_threshold(100_000, 50, 100)  # as `gangplank serve` does
+    configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
     svc = Gangplank(open_store(url))
     last = await svc.store.last_position(CLUSTER)
     t = time.perf_counter()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from service.gcpause import configure_for_serving  # noqa: E402
 from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
 
 PRIORITIES = [(0.6, 10), (0.3, 50), (0.1, 100)]
@@ -142,7 +143,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
     # as `gangplank serve` does: long-lived state should not be rescanned by every gen-2 collection
-    gc.set_threshold(100_000, 50, 100)
+    configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
     stream = make_stream(args.workloads, args.seed)
     capacity = 5000 * 8
 

@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import rawhttp  # noqa: E402
+from service.gcpause import configure_for_serving  # noqa: E402
 from service.store.migrate import upgrade  # noqa: E402
 from service.store.testing import temporary_postgres_database  # noqa: E402
 
@@ -348,7 +349,7 @@ async def time_rebuild(url: str, plain_fold: bool = False) -> dict[str, Any]:
         assert await store.latest_snapshot(CLUSTER, "state-v2") is None
         svc = Gangplank(store)
         await store.read(CLUSTER, after=0, limit=10)  # a warm connection
-        gc.set_threshold(100_000, 50, 100)  # as `gangplank serve` runs (service/cli/main.py)
+        configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
         t0, c0 = time.perf_counter(), time.process_time()
         state = await svc.rebuild(CLUSTER)
         rebuild_s, rebuild_cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import multiprocessing
 import os
@@ -43,6 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 from aiokafka import AIOKafkaProducer  # noqa: E402
 
 from bench.decider import Driver, build_cluster, make_stream  # noqa: E402
+from service.gcpause import configure_for_serving  # noqa: E402
 from service.app.service import Gangplank  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.kafka.runtime import KafkaRuntime, ensure_topics  # noqa: E402
@@ -243,7 +243,7 @@ async def run(args: argparse.Namespace) -> dict:
           file=sys.stderr)
     result: dict = {"stream": args.stream, "nodes": len(nodes), "max_run": args.max_run, "cpus": os.cpu_count(),
                     "load_avg_at_start": round(os.getloadavg()[0], 2)}
-    gc.set_threshold(100_000, 50, 100)  # as `gangplank serve` does
+    configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
     workdir = Path(tempfile.mkdtemp(prefix="gp-bench-kafka-"))
     if args.direct:
         result["direct_no_kafka"] = await direct_baseline(nodes, backlog, args.max_run)

@@ -40,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from service.gcpause import configure_for_serving  # noqa: E402
 from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
 from service.domain import events as ev  # noqa: E402
 from service.domain import preemption as pre  # noqa: E402
@@ -203,7 +204,7 @@ def main() -> None:
         from service.domain import decider
         from tests.domain import reference_preemption
         pre = decider.pre = reference_preemption  # type: ignore[assignment]
-    gc.set_threshold(100_000, 50, 100)  # as `gangplank serve` does
+    configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
     rng = random.Random(args.seed)
 
     d = Driver()

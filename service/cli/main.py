@@ -133,9 +133,8 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
     from service.logging import configure_logging
 
     configure_logging()
-    # the decider keeps a large, long-lived object graph: collect the young generation less often
-    import gc
-    gc.set_threshold(100_000, 50, 100)
+    from service.gcpause import configure_for_serving
+    configure_for_serving()  # short collector pauses for a long-lived decider (service/gcpause.py)
     settings = Settings.from_env(database_url=database_url, host=host, port=port, tokens_file=tokens,
                                  kafka_bootstrap=kafka_bootstrap, kafka_idempotence=kafka_idempotence)
     settings.migrate = not no_migrate
