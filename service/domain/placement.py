@@ -594,11 +594,10 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
             keep_trial: Trial | None = None) -> Attempt:
     """Where these pods would go now: the gang rule (at least `need`), topology, devices.
 
-    `restrict` limits the rows considered (the preemption simulation uses it to stay
-    inside a domain). With `keep_trial`, the chosen placement's usage stays applied on
-    that trial (the caller rolls it back); otherwise nothing is left changed.
+    `restrict` limits the rows considered (the preemption search uses it to simulate only
+    the domains that can be feasible). With `keep_trial`, the chosen placement's usage stays
+    applied on that trial (the caller rolls it back); otherwise nothing is left changed.
     """
-    n = state.nodes.count
     key = g.spec.topology_key
     if key is None:
         trial = keep_trial or Trial(state)
