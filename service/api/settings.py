@@ -30,10 +30,11 @@ import structlog
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, StrictStr, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from service.schemas.common import MAX_BODY_BYTES
 from service.schemas.errors import pydantic_errors
 from service.schemas.names import dns1123_label_error
 
-DEFAULT_MAX_BODY_SIZE = 1024 * 1024
+DEFAULT_MAX_BODY_SIZE = MAX_BODY_BYTES
 LOOPBACK_HOST = "127.0.0.1"
 Role = Literal["admin", "submitter", "auditor"]
 

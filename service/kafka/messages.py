@@ -13,12 +13,17 @@ from typing import Any
 from service.app.commands import Command, Origin
 from service.app.service import BatchItem
 from service.clock import utc_now
+from service.schemas.common import MAX_BODY_BYTES
 from service.schemas.envelope import validate_envelope
 from service.schemas.errors import InputValidationError
 from service.store.base import DeadLetter, canonical_record_json
 
 # The `error` header is a one-line summary; a message with many errors is cut here.
 MAX_ERROR_HEADER = 4096
+# A command is held to HTTP's limit (a body over 1 MiB is a 413 there), plus room for its envelope:
+# an oversized command would also make events too large for the decision topic of a broker with
+# Kafka's default message size limit, stalling the outbox relay behind them.
+MAX_COMMAND_BYTES = MAX_BODY_BYTES + 4096
 FINGERPRINT_PREFIX = "cmd-sha256:"
 KEY_REUSED = "idempotency key reused with a different command"
 KEY_TAKEN_BY_HTTP = "idempotency key already used by an HTTP request; not applied again"
@@ -54,6 +59,9 @@ def parse_record(value: bytes | None, *, topic: str, received_at: str | None = N
     """Validate one record value (service/schemas: JSON, envelope, body)."""
     if value is None:
         return Malformed("(root): empty message (no value)")
+    if len(value) > MAX_COMMAND_BYTES:
+        return Malformed(f"(root): the message has {len(value)} bytes; a command has at most {MAX_COMMAND_BYTES} "
+                         f"(a body over {MAX_BODY_BYTES} bytes is a 413 over HTTP)")
     try:
         message = validate_envelope(value)
     except InputValidationError as exc:

@@ -58,6 +58,8 @@ def quantity_error(value: Any, resource: str) -> str | None:
 # names in one workload. Kubernetes sets no number, but real nodes declare a few dozen at most; every
 # resource name is a column of the cluster's capacity table, so an unbounded map (30,000 names fit in
 # 1 MiB) would make one request cost minutes of the decider's time (docs/http.md, *Validation*).
+# A request body is at most this many bytes (HTTP: 413 above it; Kafka: a command, dead-lettered).
+MAX_BODY_BYTES = 1024 * 1024
 MAX_RESOURCES = 128
 
 

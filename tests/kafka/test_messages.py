@@ -133,3 +133,16 @@ def test_asyncapi_schemas_accept_real_messages_and_refuse_bad_ones(asyncapi):
     headers = _validator(asyncapi, "DeadLetterHeaders")
     letter = dead_letter("dlq", key=None, value=b"x", error="bad", topic="t", partition=1, offset=7)
     headers.validate({k: v.decode() for k, v in letter.headers})
+
+
+def test_a_command_over_the_http_body_limit_is_malformed():
+    from service.kafka.messages import MAX_COMMAND_BYTES
+
+    body = node_body()
+    body["labels"] = {f"example.com/k{i}": "v" * 60 for i in range(20_000)}  # ~1.6 MB of valid labels
+    raw = json.dumps(command("prod", "UpsertNode", "n1", body=body, id="big")).encode()
+    assert len(raw) > MAX_COMMAND_BYTES
+    parsed = parse_record(raw, topic="t")
+    assert isinstance(parsed, Malformed) and "at most" in parsed.error
+    small = json.dumps(command("prod", "UpsertNode", "n1", body=node_body(), id="ok")).encode()
+    assert isinstance(parse_record(small, topic="t"), Parsed)
