@@ -6,9 +6,9 @@
 
 `start_kafka` creates the three topics when missing (partitions = settings.kafka_partitions,
 replication 1) and starts a supervisor task that connects, runs the consumer and the relay,
-and reconnects with backoff when either fails. It waits up to `connect_timeout` for the first
-connection; when the broker is not reachable by then the process still starts (readiness
-says `kafka: false`) and the supervisor keeps trying. `service.kafka_running` is True while
+and reconnects with backoff when either fails. It waits up to `connect_timeout` (2 s from
+`start_kafka`) for the first connection; when the broker is not reachable by then the process
+still starts (readiness says `kafka: false`) and the supervisor keeps trying. `service.kafka_running` is True while
 the consumer runs.
 
 Only one replica relays at a time: the one whose consumer holds partition 0 of the command
@@ -259,6 +259,8 @@ class KafkaRuntime:
                 await producer.stop()
 
 
-async def start_kafka(service: Gangplank, settings: Settings) -> KafkaRuntime:
-    """Start the consumer and the relay for `service` (see the module docstring)."""
-    return await KafkaRuntime(service, settings).start()
+async def start_kafka(service: Gangplank, settings: Settings, connect_timeout: float = 2.0) -> KafkaRuntime:
+    """Start the consumer and the relay for `service` (see the module docstring). The HTTP API
+    waits for this: a broker that is down holds `/healthz` back only `connect_timeout` seconds
+    (readiness then says `kafka: false` until the supervisor connects)."""
+    return await KafkaRuntime(service, settings).start(connect_timeout)
