@@ -65,14 +65,15 @@ class Authorizer:
         self.open = settings.is_open
         self._principals = settings.principals()
 
+    def _principal(self, token: str | None) -> Principal | None:
+        """The holder of a valid token, or None."""
+        principal = self._principals.get(hashlib.sha256(token.encode("utf-8")).hexdigest()) if token else None
+        return principal if principal is not None and principal.grant is not None else None
+
     def authenticated(self, connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
         """Open, or a valid token: for answers given before any route (an unknown path or method
         is a 401 to whoever has no valid token, as Kubernetes' API server answers)."""
-        if self.open:
-            return True
-        token = _bearer(connection)
-        principal = self._principals.get(hashlib.sha256(token.encode("utf-8")).hexdigest()) if token else None
-        return principal is not None and principal.grant is not None
+        return self.open or self._principal(_bearer(connection)) is not None
 
     async def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
         # async: Litestar runs a sync guard in a worker thread (about 0.5 ms per request)
@@ -80,8 +81,8 @@ class Authorizer:
         if access is None or access == PUBLIC or self.open:
             return
         token = _bearer(connection)
-        principal = self._principals.get(hashlib.sha256(token.encode("utf-8")).hexdigest()) if token else None
-        if principal is None or principal.grant is None:
+        principal = self._principal(token)
+        if principal is None:
             detail = "a valid bearer token is required" if token is None else "the bearer token is not valid"
             raise NotAuthorizedException(detail=detail, headers=WWW_AUTHENTICATE)
         connection.scope.setdefault("state", {})[PRINCIPAL_KEY] = principal

@@ -60,14 +60,13 @@ def _sqlite_path(url: str) -> Optional[Path]:
     return Path(parsed.database)
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = 2) -> NoReturn:
     console.print(message, markup=False, highlight=False, soft_wrap=True)  # one line, however long
-    raise typer.Exit(2)
+    raise typer.Exit(code)
 
 
 def _no_events(cluster: str) -> NoReturn:
-    console.print(f"error: cluster {cluster!r} has no events", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(1)
+    _fail(f"error: cluster {cluster!r} has no events", 1)  # 1: as "not found"
 
 
 def _check_cluster(cluster: str) -> None:

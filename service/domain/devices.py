@@ -938,23 +938,6 @@ def unit_conflicts(state: "ClusterState", held: set[int], g: "Group", pods: list
     return False
 
 
-def unit_holds_shared(state: "ClusterState", g: "Group", pods: list[int]) -> bool:
-    """Does this unit hold devices not tied to one node (their removal helps anywhere)?"""
-    ds = state.dra
-    keys = ds.by_workload.get(g.workload.position)
-    if not keys:
-        return False
-    pods_set = set(pods)
-    for key in keys:
-        if key[0] == POD and (key[2] != g.index or key[3] not in pods_set):
-            continue
-        if key[0] == GROUP and key[2] != g.index:
-            continue
-        if any(ds.devices[d].kind != _NODE for d in ds.claims[key].device_ids):
-            return True
-    return False
-
-
 # -- state changes (evolve) ------------------------------------------------------------------
 def upsert_class(state: "ClusterState", name: str, body: dict[str, Any]) -> None:
     state.device_classes[name] = body

@@ -350,7 +350,7 @@ class _Removal:
 
 class _UniformCount:
     """What `placement.place_in` places of `count` pods of one shape that need no devices,
-    on the rows of its node-selector mask (and `allowed`), computed from the usage table.
+    on the rows of its node-selector mask, computed from the usage table.
 
     `place_in` fills every row it can use before it gives up: a row is used while every
     column's free amount covers the request (`_row_fits`), so the pods it places are the
@@ -359,13 +359,11 @@ class _UniformCount:
     """
 
     def __init__(self, state: ClusterState, g: Group, shape: int, count: int,
-                 allowed: np.ndarray | None, domains: np.ndarray | None = None) -> None:
+                 domains: np.ndarray | None = None) -> None:
         self.state = state
         self.count = count
         self.vec = state.shape_vector(g.workload, shape)
         mask = pl.base_mask(state, g, shape)
-        if allowed is not None:
-            mask = mask & allowed
         if domains is not None:
             mask = mask & (domains >= 0)
         self.rows = np.flatnonzero(mask)
@@ -408,13 +406,13 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         shapes = {g.spec.pod_shapes[p] for p in pods}
         plain = len(shapes) == 1 and not any(dra.pod_needs_devices(g, p) for p in pods)
         if key is None and plain:  # the routine's count is arithmetic (`_UniformCount`)
-            everything = pl.Attempt(need=need, placeable=_UniformCount(state, g, next(iter(shapes)), len(pods), None)())
+            everything = pl.Attempt(need=need, placeable=_UniformCount(state, g, next(iter(shapes)), len(pods))())
         else:
             everything = pl.attempt(state, g, pods, need, explain=False)
         if not everything.ok:
             return Refusal(WOULD_NOT_HELP, everything.placeable)
         k = everything.placeable
-        lo = _first_sufficient(state, g, pods, need, k, cand, removal, plain)
+        lo = _first_sufficient(state, g, pods, need, k, cand, removal, plain, devices)
         removal.set_prefix(lo)
         trial = pl.Trial(state)
         chosen = pl.attempt(state, g, pods, need, explain=True, keep_trial=trial)
@@ -429,7 +427,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
 
 
 def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int, k: int,
-                      cand: _Candidates, removal: _Removal, plain: bool) -> int:
+                      cand: _Candidates, removal: _Removal, plain: bool, devices: bool) -> int:
     """The smallest prefix of units (least important first) whose removal lets the placement
     routine place k pods: model.md's "remove one unit at a time until it places k".
 
@@ -456,13 +454,13 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
             runs[-1] = (shape, runs[-1][1] + 1)
         else:
             runs.append((shape, 1))
-    counters = [_UniformCount(state, g, shape, n, None, domains) for shape, n in runs]
+    counters = [_UniformCount(state, g, shape, n, domains) for shape, n in runs]
 
-    def bound(per_domain: bool = False) -> Any:
-        if domains is None:
-            return sum(c() for c in counters)
-        sums = sum(c.by_domain(n_domains) for c in counters)
-        return sums if per_domain else int(sums.max())
+    def domain_bounds() -> np.ndarray:
+        return sum(c.by_domain(n_domains) for c in counters)
+
+    def bound() -> int:
+        return sum(c() for c in counters) if domains is None else int(domain_bounds().max())
 
     lo, hi = 1, cand.count
     while lo < hi:
@@ -478,10 +476,10 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
     # node of a domain (the domain score sums them). With devices, any unit may free some.
     relevant = np.zeros(state.nodes.count, dtype=bool)
     for shape, _ in runs:
-        relevant |= pl.base_mask(state, g, shape)[: state.nodes.count]
+        relevant |= pl.base_mask(state, g, shape)
     if domains is not None:
         relevant |= domains >= 0
-    touches = cand.touching(relevant) | bool(dra.group_needs_devices(g) and dra.any_allocated(state))
+    touches = cand.touching(relevant) | devices
     first = lo
     uniform = False  # the last answer came from per-domain sums (pods of one shape, topology)
     chosen: int | None = None  # the domain it chose (it held fewer than k)
@@ -502,7 +500,7 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
             fast = pl.uniform_count(state, g, pods, need) if plain else None
             uniform = fast is not None
             if fast is None:
-                placed = _routine_count(state, g, pods, need, k, domains, n_domains, bound)
+                placed = _routine_count(state, g, pods, need, k, domains, n_domains, domain_bounds)
             else:
                 placed, chosen = fast
                 if chosen is not None:
@@ -514,13 +512,13 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
 
 
 def _routine_count(state: ClusterState, g: Group, pods: list[int], need: int, k: int,
-                   domains: np.ndarray | None, n_domains: int, bound: Any) -> int:
+                   domains: np.ndarray | None, n_domains: int, domain_bounds: Any) -> int:
     """What the routine places, or some count below k when it cannot place k. With a topology,
     only the domains whose bound reaches `need` are simulated: the others cannot be feasible, so
     the routine never chooses them (and when none is feasible it places fewer than k anyway)."""
     if domains is None or n_domains <= 1:
         return pl.attempt(state, g, pods, need, explain=False).placeable
-    per_domain = bound(per_domain=True)
+    per_domain = domain_bounds()
     if per_domain.max() < k:
         return 0
     maybe = np.flatnonzero(per_domain >= need)

@@ -8,8 +8,8 @@
 replication 1) and starts a supervisor task that connects, runs the consumer and the relay,
 and reconnects with backoff when either fails. It waits up to `connect_timeout` (2 s from
 `start_kafka`) for the first connection; when the broker is not reachable by then the process
-still starts (readiness says `kafka: false`) and the supervisor keeps trying. `service.kafka_running` is True while
-the consumer runs.
+still starts (readiness says `kafka: false`) and the supervisor keeps trying.
+`service.kafka_running` is True while the consumer runs.
 
 Only one replica relays at a time: the one whose consumer holds partition 0 of the command
 topic (a replica alone holds them all). Order and completeness never depend on that choice;
