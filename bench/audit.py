@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.gcpause import configure_for_serving  # noqa: E402
 from service.app.audit import replay  # noqa: E402
 from service.app.service import LIGHT_PER_FULL, Gangplank  # noqa: E402
 from service.domain import ClusterState, Event, accept, evolve, handle  # noqa: E402
+from service.gcpause import configure_for_serving  # noqa: E402
 from service.store import NewEvent, open_store  # noqa: E402
 from service.store.migrate import upgrade  # noqa: E402
 from service.store.testing import temporary_postgres_database  # noqa: E402
@@ -135,7 +135,8 @@ async def measure(url: str, queries: int, verify_events: int) -> None:
         times.append(time.perf_counter() - t)
         assert view["position"] == n
     times.sort()
-    pct = lambda q: round(times[min(len(times) - 1, int(q * len(times)))] * 1000, 1)
+    def pct(q):
+        return round(times[min(len(times) - 1, int(q * len(times)))] * 1000, 1)
     print(json.dumps({"state_at_queries": queries, "p50_ms": pct(0.5), "p99_ms": pct(0.99),
                       "max_ms": round(times[-1] * 1000, 1), "mean_ms": round(statistics.mean(times) * 1000, 1)}))
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.gcpause import configure_for_serving  # noqa: E402
 from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
+from service.gcpause import configure_for_serving  # noqa: E402
 
 PRIORITIES = [(0.6, 10), (0.3, 50), (0.1, 100)]
 SHAPES = [  # per-pod requests: whole GPUs with their share of cpu and memory
@@ -122,7 +122,8 @@ def run_stream(d: Driver, stream: list[dict], capacity: int) -> None:
 def report(label: str, d: Driver, wall: float) -> dict:
     lat = sorted(d.latencies)
     sub = sorted(t for t, k in zip(d.latencies, d.kinds) if k == "SubmitWorkload")
-    pct = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
+    def pct(xs, q):
+        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000
     out = {
         "run": label, "inputs": len(lat), "pods_decided": d.pods_decided,
         "pods_per_s": round(d.pods_decided / sum(lat)), "inputs_per_s": round(len(lat) / sum(lat)),

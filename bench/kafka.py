@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 # bench/ itself must not be on the path (no module of bench/ may shadow the standard library)
@@ -42,9 +42,9 @@ sys.path.insert(0, str(HERE.parent))
 from aiokafka import AIOKafkaProducer  # noqa: E402
 
 from bench.decider import Driver, build_cluster, make_stream  # noqa: E402
-from service.gcpause import configure_for_serving  # noqa: E402
 from service.app.service import Gangplank  # noqa: E402
 from service.config import Settings  # noqa: E402
+from service.gcpause import configure_for_serving  # noqa: E402
 from service.kafka.runtime import KafkaRuntime, ensure_topics  # noqa: E402
 from service.kafka.testing import tansu_broker  # noqa: E402
 from service.store import open_store  # noqa: E402
@@ -133,7 +133,7 @@ def generate_light(n: int) -> tuple[list[dict], list[dict]]:
 
 
 def ts(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
 async def produce(bootstrap: str, topic: str, messages: list[dict], sent_at: dict[str, float],

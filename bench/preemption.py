@@ -40,10 +40,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.gcpause import configure_for_serving  # noqa: E402
 from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
 from service.domain import events as ev  # noqa: E402
-from service.domain import preemption as pre  # noqa: E402
+from service.gcpause import configure_for_serving  # noqa: E402
 
 RACKS, PER_RACK = 10, 100
 GPU = "example.com/gpu"
@@ -211,7 +210,8 @@ def main() -> None:
     build_cluster(d)
     running = fill(d, rng, args.low, gpu_target=1.0, give_up=20 * args.low)
     capacity = RACKS * PER_RACK * 8
-    setup = {"mode": args.mode, "implementation": "reference" if args.reference else "service", "nodes": RACKS * PER_RACK, "low_running": running, "low_priorities": LOW_PRIORITIES,
+    setup = {"mode": args.mode, "implementation": "reference" if args.reference else "service",
+             "nodes": RACKS * PER_RACK, "low_running": running, "low_priorities": LOW_PRIORITIES,
              "low_pods_placed": sum(d.state.placed_by_priority.values()),
              "gpu_fill": round(d.gpus_used() / capacity, 3), "cpu_fill": round(d.fill("cpu"), 3)}
     setup["pending_groups"] = len(d.state.queue)

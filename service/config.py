@@ -41,7 +41,7 @@ class Settings:
     snapshot_every: int = 1000
 
     @classmethod
-    def from_env(cls, **overrides: object) -> "Settings":
+    def from_env(cls, **overrides: object) -> Settings:
         env = os.environ
         values: dict[str, object] = {
             "database_url": default_database_url(),

@@ -4,8 +4,8 @@ rescan what was just built, costing as much as the work itself."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 # The collector's thresholds for a long-running decider (`gangplank serve`, and the benchmarks that
 # measure it). Young collections every 50,000 net allocations and middle ones every 20 of them keep

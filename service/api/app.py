@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote_plus
 
 from litestar import Litestar
@@ -12,12 +13,12 @@ from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.auth import Authorizer
+from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.api.openapi import render_plugins
 from service.api.responses import AUTHORIZER_KEY, COUNTED, EXCEPTION_HANDLERS
 from service.api.routes import STATE_KEY, route_handlers
 from service.api.settings import ApiSettings
 from service.app.service import Gangplank
-from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.metrics import REQUESTS
 
 API_VERSION = "1"

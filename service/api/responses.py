@@ -1,7 +1,8 @@
 """Responses and exception handlers: every error is RFC 9457 problem details."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 import structlog

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Annotated, Any, Callable, Literal, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from litestar import Request, Response, Router, delete, get, post, put
 from litestar.handlers import HTTPRouteHandler
@@ -11,12 +12,12 @@ from litestar.params import PathParameter, QueryParameter
 
 from service.api import auth
 from service.api.auth import principal_of
-from service.api.segments import route_name_errors, segment_errors
+from service.api.metrics import render as render_metrics
 from service.api.responses import PROBLEM_CONTENT_TYPE, json_response, problem_response, sorted_json_response
+from service.api.segments import route_name_errors, segment_errors
 from service.app.commands import Command, Origin, Outcome
 from service.app.service import Gangplank
 from service.clock import utc_now
-from service.api.metrics import render as render_metrics
 from service.schemas import problems
 from service.schemas.envelope import idempotency_key_error
 from service.schemas.errors import InputValidationError
@@ -44,7 +45,7 @@ ObjectSegment = Annotated[str, PathParameter(description="Object name (DNS-1123 
 
 # `?dryRun=true` (http.md); also Kubernetes' own spelling, `?dryRun=All` (what `kubectl --dry-run=server`
 # sends), on every mutating route: the answer that would result, nothing recorded.
-DryRun = Annotated[Optional[str], QueryParameter(
+DryRun = Annotated[str | None, QueryParameter(
     name="dryRun", description="`true` (or Kubernetes' `All`): answer with what would result; record nothing.",
     schema_extra={"enum": ["true", "false", "All", "1", "0"]})]
 _DRY_RUN_VALUES = {"true": True, "1": True, "all": True, "false": False, "0": False}
@@ -235,7 +236,8 @@ async def submit_workload(
         return Command(cluster=cluster, type="SubmitWorkload", name=body["name"], namespace=namespace, body=body)
 
     return await execute(request, command, body_kind="Workload", body_namespace=namespace, dry_run=dry_run,
-                         path_errors=path_errors, location=lambda c: f"/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{c.name}")
+                         path_errors=path_errors,
+                         location=lambda c: f"/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{c.name}")
 
 
 async def get_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,

@@ -2,7 +2,8 @@
 request's other parameters first, so that one 422 names every bad field (http.md *Errors*)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from service.schemas.names import cluster_name_error, dns1123_label_error, dns1123_subdomain_error
 

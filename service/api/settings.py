@@ -22,12 +22,22 @@ import hashlib
 import ipaddress
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal
 
 import structlog
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, StrictStr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from service.schemas.common import MAX_BODY_BYTES
@@ -77,7 +87,7 @@ class ApiSettings:
         return not self.tokens
 
     @classmethod
-    def from_tokens_file(cls, path: str | Path | None, **kwargs: Any) -> "ApiSettings":
+    def from_tokens_file(cls, path: str | Path | None, **kwargs: Any) -> ApiSettings:
         return cls(tokens=load_tokens(path) if path else {}, **kwargs)
 
     def principals(self) -> dict[str, Principal]:
@@ -138,7 +148,7 @@ class _Grant(BaseModel):
     name: StrictStr = Field(None, min_length=1, max_length=253)
 
     @model_validator(mode="after")
-    def _namespaces(self) -> "_Grant":
+    def _namespaces(self) -> _Grant:
         if self.role == "submitter" and not self.namespaces:
             raise ValueError("a submitter needs a non-empty `namespaces` list (\"*\" for all)")
         if self.role != "submitter" and self.namespaces is not None:

@@ -6,8 +6,9 @@ export without any database.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from service.domain import ClusterState, Event, evolve, handle
 from service.domain import events as ev

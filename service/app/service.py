@@ -14,25 +14,32 @@ import copy
 import functools
 import gc
 import pickle
-import zlib
 import time
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import structlog
 
 from service import metrics
 from service.app.commands import Command, Origin, Outcome
 from service.clock import utc_now
-from service.domain import ClusterState, Event, Rejection, accept, evolve, handle, rejection_event
+from service.domain import ClusterState, Event, Rejection, accept, evolve, handle, rejection_event, views
 from service.domain import events as ev
-from service.domain import views
 from service.domain.replay import Replay, ReplayError
 from service.domain.upcasting import upcast
 from service.gcpause import gc_paused
 from service.store.base import (
-    ConcurrencyConflict, ConsumedOffset, DeadLetter, EventStore, IdempotencyKeyTaken,
-    IdempotencyRecord, NewEvent, Snapshot, StoredEvent,
+    ConcurrencyConflict,
+    ConsumedOffset,
+    DeadLetter,
+    EventStore,
+    IdempotencyKeyTaken,
+    IdempotencyRecord,
+    NewEvent,
+    Snapshot,
+    StoredEvent,
 )
 
 SNAPSHOT_VERSION = "state-v2"  # the whole state: restarts rebuild from it
@@ -418,7 +425,7 @@ class Gangplank:
             async with self._appended:
                 self._appended.notify_all()
         result: list[Outcome] = []
-        for i, out in enumerate(outcomes):
+        for out in outcomes:
             if isinstance(out, tuple):  # the same key twice in one batch: the first answer
                 first = result[out[1]]
                 out = Outcome(first.status, first.body, [], replayed=True)
@@ -564,7 +571,7 @@ class Gangplank:
                 try:
                     await asyncio.wait_for(self._appended.wait(),
                                            timeout=min(0.25, max(0.0, deadline - time.monotonic())))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     async def history(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:

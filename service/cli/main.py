@@ -8,8 +8,9 @@ import gc
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -28,7 +29,7 @@ DbOpt = typer.Option(None, "--database-url", help="SQLAlchemy URL (default: GANG
                                                   "else sqlite file gangplank.db here)")
 
 
-def _db(url: Optional[str], *, reads: bool = False) -> str:
+def _db(url: str | None, *, reads: bool = False) -> str:
     """The URL to use. An SQLite file is checked before it is opened: a read needs the file (opening
     would create an empty one), any command its directory (aiosqlite would fail in its worker
     thread, which can outlive asyncio.run and print a traceback)."""
@@ -42,7 +43,7 @@ def _db(url: Optional[str], *, reads: bool = False) -> str:
     return url
 
 
-def _sqlite_path(url: str) -> Optional[Path]:
+def _sqlite_path(url: str) -> Path | None:
     """The file of an SQLite URL (relative to here with three slashes); None for other databases,
     in-memory ones and `file:` URIs."""
     from sqlalchemy.engine import make_url
@@ -76,7 +77,7 @@ def _check_cluster(cluster: str) -> None:
         _fail(f"--cluster {cluster!r}: {reason}")
 
 
-def _check_until(until: Optional[int]) -> None:
+def _check_until(until: int | None) -> None:
     if until is not None and until < 0:
         _fail(f"--until {until}: must be a position (0 or more)")
 
@@ -117,11 +118,11 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", "--host"),
           port: int = typer.Option(8000, "--port"),
-          database_url: Optional[str] = DbOpt,
-          kafka_bootstrap: Optional[str] = typer.Option(None, "--kafka-bootstrap", help="HOST:PORT"),
-          tokens: Optional[str] = typer.Option(None, "--tokens", help="tokens file (JSON)"),
+          database_url: str | None = DbOpt,
+          kafka_bootstrap: str | None = typer.Option(None, "--kafka-bootstrap", help="HOST:PORT"),
+          tokens: str | None = typer.Option(None, "--tokens", help="tokens file (JSON)"),
           no_migrate: bool = typer.Option(False, "--no-migrate"),
-          kafka_idempotence: Optional[bool] = typer.Option(
+          kafka_idempotence: bool | None = typer.Option(
               None, "--kafka-idempotence/--no-kafka-idempotence",
               help="idempotent producer (off for brokers without InitProducerId)")) -> None:
     """Run the HTTP API (and the Kafka consumer and outbox relay with --kafka-bootstrap)."""
@@ -151,7 +152,7 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
 
 @app.command()
 @_friendly
-def migrate(database_url: Optional[str] = DbOpt) -> None:
+def migrate(database_url: str | None = DbOpt) -> None:
     """Bring the schema to the latest migration."""
     from service.store.migrate import upgrade
 
@@ -250,10 +251,10 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
 @app.command()
 @_friendly
 def replay(cluster: str = typer.Option(..., "--cluster"),
-           until: Optional[int] = typer.Option(None, "--until"),
+           until: int | None = typer.Option(None, "--until"),
            verify: bool = typer.Option(False, "--verify", help="re-decide every input and compare byte for byte"),
-           from_file: Optional[str] = typer.Option(None, "--from-file", help="an export (JSON lines)"),
-           database_url: Optional[str] = DbOpt) -> None:
+           from_file: str | None = typer.Option(None, "--from-file", help="an export (JSON lines)"),
+           database_url: str | None = DbOpt) -> None:
     """Rebuild a cluster's state from its events and print a summary."""
     _check_cluster(cluster)
     _check_until(until)
@@ -267,8 +268,9 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
         gc.enable()
 
 
-def _replay(cluster: str, until: Optional[int], verify: bool, from_file: Optional[str], url: str) -> None:
-    from service.app.audit import read_jsonl, replay as run_replay
+def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None, url: str) -> None:
+    from service.app.audit import read_jsonl
+    from service.app.audit import replay as run_replay
 
     if not verify and not from_file:
         result = _fast_replay(url, cluster, until)
@@ -316,8 +318,8 @@ def _replay(cluster: str, until: Optional[int], verify: bool, from_file: Optiona
 @app.command()
 @_friendly
 def export(cluster: str = typer.Option(..., "--cluster"),
-           until: Optional[int] = typer.Option(None, "--until"),
-           database_url: Optional[str] = DbOpt) -> None:
+           until: int | None = typer.Option(None, "--until"),
+           database_url: str | None = DbOpt) -> None:
     """Write the cluster's events as JSON lines (stdout)."""
     _check_cluster(cluster)
     _check_until(until)
@@ -329,7 +331,7 @@ def export(cluster: str = typer.Option(..., "--cluster"),
 
 @audit_app.command("verify")
 @_friendly
-def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: Optional[str] = DbOpt) -> None:
+def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: str | None = DbOpt) -> None:
     """Check the hash chain; exit 1 naming the first bad position."""
     _check_cluster(cluster)
     from service.store import open_store
@@ -359,7 +361,7 @@ def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: Op
 @_friendly
 def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME"),
                   cluster: str = typer.Option(..., "--cluster"),
-                  database_url: Optional[str] = DbOpt) -> None:
+                  database_url: str | None = DbOpt) -> None:
     """The workload's history in words: submitted, why it waited, where it ran, who preempted it."""
     from service.app.audit import explain
     from service.app.service import Gangplank

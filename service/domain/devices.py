@@ -24,8 +24,9 @@ anything but true, does not match.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import cel
 import numpy as np
@@ -209,7 +210,7 @@ class _GroupInfo:
         self.any = bool(extra or group_uses or wl_uses or any(shape_uses.values()))
 
 
-def _resolve(wl: "Workload", gi: int, ref: Any) -> str:
+def _resolve(wl: Workload, gi: int, ref: Any) -> str:
     gs = wl.spec.groups[gi]
     if any(r.name == ref.name and r.template == ref.template for r in gs.claims):
         return GROUP
@@ -218,7 +219,7 @@ def _resolve(wl: "Workload", gi: int, ref: Any) -> str:
     return POD
 
 
-def _build_info(wl: "Workload", gi: int) -> _GroupInfo:
+def _build_info(wl: Workload, gi: int) -> _GroupInfo:
     spec = wl.spec
     templates = {name: body for name, body in spec.templates}
     parsed: dict[str, _Template] = {}
@@ -255,7 +256,7 @@ def _build_info(wl: "Workload", gi: int) -> _GroupInfo:
     return _GroupInfo(shape_uses, extra, group_uses, wl_uses)
 
 
-def _key(g: "Group", pod: int, use: _Use) -> tuple:
+def _key(g: Group, pod: int, use: _Use) -> tuple:
     if use.sharing == POD:
         return (POD, g.workload.position, g.index, pod, use.name)
     if use.sharing == GROUP:
@@ -275,7 +276,7 @@ class Allocation:
 @dataclass(frozen=True)
 class Loss:
     """Pods of one group whose claims lost devices, and the claims lost."""
-    group: "Group"
+    group: Group
     pods: list[int]
     claims: list[dict[str, Any]]
 
@@ -284,7 +285,7 @@ class Loss:
 class _Matcher:
     """The devices matching one (class, request selectors), alive, in (slice, device) order."""
 
-    def __init__(self, state: "ClusterState", ds: "DeviceState", order: list[int],
+    def __init__(self, state: ClusterState, ds: DeviceState, order: list[int],
                  exprs: tuple[str, ...]) -> None:
         nodes = state.nodes
         devs = ds.devices
@@ -311,7 +312,7 @@ class _Matcher:
         self._rows: dict[int, tuple[int, ...]] = {}
         self._total: np.ndarray | None = None
 
-    def candidates(self, state: "ClusterState", row: int) -> tuple[int, ...]:
+    def candidates(self, state: ClusterState, row: int) -> tuple[int, ...]:
         hit = self._rows.get(row)
         if hit is None:
             lst = list(self.by_row.get(row, ()))
@@ -328,7 +329,7 @@ class _Matcher:
             self._rows[row] = hit
         return hit
 
-    def counts(self, state: "ClusterState", busy: np.ndarray | None) -> np.ndarray:
+    def counts(self, state: ClusterState, busy: np.ndarray | None) -> np.ndarray:
         """Matching devices each node row reaches (free ones only, given `busy`)."""
         n = state.nodes.count
         if busy is None and self._total is not None and len(self._total) == n:
@@ -346,7 +347,7 @@ class _Matcher:
         return out
 
 
-def _reach_mask(state: "ClusterState", kind: int, sel: tuple) -> np.ndarray:
+def _reach_mask(state: ClusterState, kind: int, sel: tuple) -> np.ndarray:
     n = state.nodes.count
     if kind == _ALL:
         return state.nodes.alive[:n].astype(np.int64)
@@ -354,14 +355,14 @@ def _reach_mask(state: "ClusterState", kind: int, sel: tuple) -> np.ndarray:
 
 
 class _Index:
-    def __init__(self, state: "ClusterState", ds: "DeviceState") -> None:
+    def __init__(self, state: ClusterState, ds: DeviceState) -> None:
         self.state = state
         self.order = sorted((d.id for d in ds.devices if d.alive),
                             key=lambda i: (ds.devices[i].slice, ds.devices[i].ident[2]))
         ds.rank_of = {d: r for r, d in enumerate(self.order)}
         self.matchers: dict[tuple, _Matcher | None] = {}
 
-    def matcher(self, state: "ClusterState", ds: "DeviceState", req: _Request) -> _Matcher | None:
+    def matcher(self, state: ClusterState, ds: DeviceState, req: _Request) -> _Matcher | None:
         key = (req.device_class, req.selectors)
         if key not in self.matchers:
             cls = ds.classes.get(req.device_class)
@@ -388,7 +389,7 @@ class DeviceState:
         self.lost: tuple[int, list[Allocation]] | None = None  # claims the last slice change lost
 
     # -- lookups ----------------------------------------------------------------------
-    def index(self, state: "ClusterState") -> _Index:
+    def index(self, state: ClusterState) -> _Index:
         cached = self._index
         if cached is None or cached[0] != self.version or cached[1] != state.nodes.version:
             cached = (self.version, state.nodes.version, _Index(state, self))
@@ -405,7 +406,7 @@ class DeviceState:
                 self.busy = np.concatenate([self.busy, np.zeros(max(64, len(self.busy)), dtype=bool)])
         return did
 
-    def reaches(self, state: "ClusterState", did: int, row: int) -> bool:
+    def reaches(self, state: ClusterState, did: int, row: int) -> bool:
         dev = self.devices[did]
         if not dev.alive:
             return False
@@ -416,7 +417,7 @@ class DeviceState:
         labels = state.nodes.labels[row]
         return all(labels.get(k) == v for k, v in dev.selector)
 
-    def reach_mask(self, state: "ClusterState", ids: Iterable[int]) -> np.ndarray:
+    def reach_mask(self, state: ClusterState, ids: Iterable[int]) -> np.ndarray:
         n = state.nodes.count
         mask = np.ones(n, dtype=bool)
         for did in ids:
@@ -433,7 +434,7 @@ class DeviceState:
                 mask &= state.nodes.selector_mask(dev.selector)[:n]
         return mask
 
-    def reach_any(self, state: "ClusterState", ids: Iterable[int]) -> np.ndarray:
+    def reach_any(self, state: ClusterState, ids: Iterable[int]) -> np.ndarray:
         """Rows that reach at least one of these devices."""
         n = state.nodes.count
         mask = np.zeros(n, dtype=bool)
@@ -457,7 +458,7 @@ class DeviceState:
         self.__dict__["freed"] = set()
         return freed
 
-    def usable(self, state: "ClusterState", did: int) -> bool:
+    def usable(self, state: ClusterState, did: int) -> bool:
         """False for a device reachable only through a node that is gone."""
         dev = self.devices[did]
         if not dev.alive:
@@ -496,7 +497,7 @@ class DeviceState:
         return alloc
 
     # -- allocation -----------------------------------------------------------------------
-    def allocate(self, state: "ClusterState", t: _Template, row: int) -> tuple[int, ...] | None:
+    def allocate(self, state: ClusterState, t: _Template, row: int) -> tuple[int, ...] | None:
         """The devices the claim gets on this node, or None: model.md's deterministic rule."""
         if t.error is not None or not t.requests:
             return None if t.error is not None else ()
@@ -624,7 +625,7 @@ def _constrained(t: _Template, full: list[tuple[int, ...]], free: list[list[int]
 
 
 # -- state access ------------------------------------------------------------------------------
-def _info(state: "ClusterState", g: "Group") -> _GroupInfo:
+def _info(state: ClusterState, g: Group) -> _GroupInfo:
     ds = state.dra
     key = (g.workload.position, g.index)
     info = ds._info.get(key)
@@ -634,22 +635,22 @@ def _info(state: "ClusterState", g: "Group") -> _GroupInfo:
     return info
 
 
-def _pod_uses(state: "ClusterState", g: "Group", pod: int) -> tuple[_Use, ...]:
+def _pod_uses(state: ClusterState, g: Group, pod: int) -> tuple[_Use, ...]:
     info = _info(state, g)
     return info.shape_uses.get(g.spec.pod_shapes[pod], ()) + info.extra
 
 
-def pod_needs_devices(g: "Group", pod: int) -> bool:
+def pod_needs_devices(g: Group, pod: int) -> bool:
     wl = g.workload.spec
     return bool(wl.shapes[g.spec.pod_shapes[pod]].claims or g.spec.claims or wl.claims)
 
 
-def group_needs_devices(g: "Group") -> bool:
+def group_needs_devices(g: Group) -> bool:
     wl = g.workload.spec
     return bool(g.spec.claims or wl.claims or any(wl.shapes[s].claims for s in set(g.spec.pod_shapes)))
 
 
-def any_allocated(state: "ClusterState") -> bool:
+def any_allocated(state: ClusterState) -> bool:
     return bool(state.dra.claims)
 
 
@@ -657,7 +658,7 @@ def any_allocated(state: "ClusterState") -> bool:
 class Ledger:
     """Allocations made on a trial basis while pods are placed; `rollback` undoes them."""
 
-    def __init__(self, state: "ClusterState") -> None:
+    def __init__(self, state: ClusterState) -> None:
         self.state = state
         self._new: list[Allocation] = []
         self._claims: dict[tuple, Allocation] = {}
@@ -667,7 +668,7 @@ class Ledger:
         got = self._claims.get(key)
         return got if got is not None else self.state.dra.claims.get(key)
 
-    def try_pod(self, g: "Group", pod: int, node: int) -> bool:
+    def try_pod(self, g: Group, pod: int, node: int) -> bool:
         """Allocate what this pod needs on this node (on trial); False if it cannot."""
         state = self.state
         ds = state.dra
@@ -707,7 +708,7 @@ class Ledger:
     def rollback(self) -> None:
         self._undo(0)
 
-    def viable(self, g: "Group", pod: int, rows: np.ndarray) -> np.ndarray:
+    def viable(self, g: Group, pod: int, rows: np.ndarray) -> np.ndarray:
         """A cheap necessary condition, per row, for `try_pod` to succeed: enough free matching
         devices for every claim still to allocate, and reach of the shared claims allocated."""
         state = self.state
@@ -743,7 +744,7 @@ class Ledger:
 
 
 # -- explanations ---------------------------------------------------------------------------
-def explain_pod(state: "ClusterState", g: "Group", pod: int, ledger: Ledger,
+def explain_pod(state: ClusterState, g: Group, pod: int, ledger: Ledger,
                 rows: np.ndarray | None = None) -> dict[str, Any] | None:
     """Why the pod's claims cannot be allocated on these rows (nodes that passed every other
     filter): per claim and request, the nodes short of devices, with what they need and the
@@ -816,7 +817,7 @@ def explain_pod(state: "ClusterState", g: "Group", pod: int, ledger: Ledger,
     return {"claims": [entries[k] for k in sorted(entries)]}
 
 
-def _diagnose(state: "ClusterState", g: "Group", pod: int, row: int, ledger: Ledger,
+def _diagnose(state: ClusterState, g: Group, pod: int, row: int, ledger: Ledger,
               uses: tuple[_Use, ...], entry: Any) -> None:
     """The exact first failure on one row (the counts said enough devices)."""
     ds = state.dra
@@ -868,7 +869,7 @@ class Release:
     """The devices victim units give back, prefix by prefix of the removal order: their pods'
     own claims, and a group (workload) claim once no pod of its group (workload) is left."""
 
-    def __init__(self, state: "ClusterState", units: list[tuple["Group", list[int]]]) -> None:
+    def __init__(self, state: ClusterState, units: list[tuple[Group, list[int]]]) -> None:
         self.state = state
         ds = state.dra
         left: dict[int, int] = {}
@@ -920,7 +921,7 @@ def held_devices(allocations: list[Allocation]) -> set[int]:
     return {d for a in allocations for d in a.device_ids}
 
 
-def unit_conflicts(state: "ClusterState", held: set[int], g: "Group", pods: list[int]) -> bool:
+def unit_conflicts(state: ClusterState, held: set[int], g: Group, pods: list[int]) -> bool:
     """Would putting these pods back take back any device in `held` (the preemptor's)?
     Counts their own claims and their group's and workload's claims."""
     ds = state.dra
@@ -939,7 +940,7 @@ def unit_conflicts(state: "ClusterState", held: set[int], g: "Group", pods: list
 
 
 # -- state changes (evolve) ------------------------------------------------------------------
-def upsert_class(state: "ClusterState", name: str, body: dict[str, Any]) -> None:
+def upsert_class(state: ClusterState, name: str, body: dict[str, Any]) -> None:
     state.device_classes[name] = body
     ds = state.dra
     ds.classes[name] = tuple(s["cel"]["expression"] for s in body.get("selectors") or ())
@@ -947,24 +948,24 @@ def upsert_class(state: "ClusterState", name: str, body: dict[str, Any]) -> None
     state.index.classes.clear()  # what devices match changed: every queue bound is void
 
 
-def remove_class(state: "ClusterState", name: str) -> None:
+def remove_class(state: ClusterState, name: str) -> None:
     state.device_classes.pop(name, None)
     state.dra.classes.pop(name, None)
     state.dra.version += 1
     state.index.classes.clear()
 
 
-def upsert_slice(state: "ClusterState", name: str, body: dict[str, Any]) -> None:
+def upsert_slice(state: ClusterState, name: str, body: dict[str, Any]) -> None:
     state.resource_slices[name] = body
     _slice_changed(state, name, _Slice(name, body))
 
 
-def remove_slice(state: "ClusterState", name: str) -> None:
+def remove_slice(state: ClusterState, name: str) -> None:
     state.resource_slices.pop(name, None)
     _slice_changed(state, name, None)
 
 
-def _slice_changed(state: "ClusterState", name: str, new: _Slice | None) -> None:
+def _slice_changed(state: ClusterState, name: str, new: _Slice | None) -> None:
     ds = state.dra
     old = ds.slices.pop(name, None)
     idents: list[tuple[str, str, str]] = []
@@ -1003,18 +1004,18 @@ def _slice_changed(state: "ClusterState", name: str, new: _Slice | None) -> None
     state.index.classes.clear()  # devices came, went or changed: every queue bound is void
 
 
-def workload_added(state: "ClusterState", wl: "Workload") -> None:
+def workload_added(state: ClusterState, wl: Workload) -> None:
     return None
 
 
-def workload_released(state: "ClusterState", wl: "Workload") -> None:
+def workload_released(state: ClusterState, wl: Workload) -> None:
     """Deletion: every claim of the workload is freed."""
     ds = state.dra
     for key in sorted(ds.by_workload.get(wl.position, ())):
         ds.drop_claim(key)
 
 
-def _claim_key(g: "Group", desc: dict[str, Any]) -> tuple | None:
+def _claim_key(g: Group, desc: dict[str, Any]) -> tuple | None:
     sharing = desc.get("sharing")
     if sharing == POD:
         return (POD, g.workload.position, g.index, g.pod_index(desc["pod"]), desc["name"])
@@ -1025,7 +1026,7 @@ def _claim_key(g: "Group", desc: dict[str, Any]) -> tuple | None:
     return None
 
 
-def claims_allocated(state: "ClusterState", g: "Group", claims: list[dict[str, Any]]) -> None:
+def claims_allocated(state: ClusterState, g: Group, claims: list[dict[str, Any]]) -> None:
     """Fold a decision's allocations (PodGroupScheduled / PodsScheduled "claims")."""
     ds = state.dra
     for c in claims:
@@ -1036,7 +1037,7 @@ def claims_allocated(state: "ClusterState", g: "Group", claims: list[dict[str, A
         ds.add_claim(Allocation(key, c["name"], c["sharing"], key[3] if c["sharing"] == POD else None, ids))
 
 
-def group_pods_released(state: "ClusterState", g: "Group", pods: list[int],
+def group_pods_released(state: ClusterState, g: Group, pods: list[int],
                         released: list[dict[str, Any]] | None = None) -> None:
     """Fold a PodGroupPreempted / PodsLost: free the claims its "claimsReleased" lists."""
     ds = state.dra
@@ -1046,14 +1047,14 @@ def group_pods_released(state: "ClusterState", g: "Group", pods: list[int],
             ds.drop_claim(key)
 
 
-def _descriptor(state: "ClusterState", key: tuple) -> dict[str, Any]:
+def _descriptor(state: ClusterState, key: tuple) -> dict[str, Any]:
     if key[0] == POD:
         g = state.by_position[key[1]].groups[key[2]]
         return {"name": key[4], "sharing": POD, "pod": g.spec.pod_names[key[3]]}
     return {"name": key[-1], "sharing": key[0], "pod": None}
 
 
-def claims_released(state: "ClusterState", g: "Group", pods: list[int]) -> list[dict[str, Any]]:
+def claims_released(state: ClusterState, g: Group, pods: list[int]) -> list[dict[str, Any]]:
     """The claims that releasing these placed pods of g frees (model.md *Devices*): their own
     claims; the group's claims when no pod of it stays placed; the workload's when no pod of
     it stays placed; and a shared claim holding a device that only a removed node reached,
@@ -1084,7 +1085,7 @@ def claims_released(state: "ClusterState", g: "Group", pods: list[int]) -> list[
     return [_descriptor(state, k) for k in out]
 
 
-def _orphaned(state: "ClusterState", key: tuple, g: "Group", released: set[int]) -> bool:
+def _orphaned(state: ClusterState, key: tuple, g: Group, released: set[int]) -> bool:
     """A shared claim with a device gone with its node, and no consumer left placed."""
     ds = state.dra
     alloc = ds.claims[key]
@@ -1103,16 +1104,16 @@ def _orphaned(state: "ClusterState", key: tuple, g: "Group", released: set[int])
     return True
 
 
-def losses(state: "ClusterState", input_event: Any) -> list[Loss]:
+def losses(state: ClusterState, input_event: Any) -> list[Loss]:
     """After a slice change: the placed pods whose claims lost devices, by group."""
     if input_event.type not in (ev.RESOURCE_SLICE_UPSERTED, ev.RESOURCE_SLICE_REMOVED):
         return []
     ds = state.dra
     if ds.lost is None or ds.lost[0] != input_event.position or not ds.lost[1]:
         return []
-    by_group: dict[tuple[int, int], tuple["Group", set[int], list[dict[str, Any]]]] = {}
+    by_group: dict[tuple[int, int], tuple[Group, set[int], list[dict[str, Any]]]] = {}
 
-    def add(g: "Group", pods: Iterable[int], key: tuple) -> None:
+    def add(g: Group, pods: Iterable[int], key: tuple) -> None:
         pods = list(pods)
         if not pods:
             return
@@ -1140,12 +1141,12 @@ def losses(state: "ClusterState", input_event: Any) -> list[Loss]:
 
 
 # -- event data and views -----------------------------------------------------------------------
-def _devices(state: "ClusterState", ids: Iterable[int]) -> list[dict[str, str]]:
+def _devices(state: ClusterState, ids: Iterable[int]) -> list[dict[str, str]]:
     devs = state.dra.devices
     return [{"driver": devs[d].ident[0], "pool": devs[d].ident[1], "device": devs[d].ident[2]} for d in ids]
 
 
-def _reserved_for(g: "Group", sharing: str, pod: int | None) -> list[dict[str, str]]:
+def _reserved_for(g: Group, sharing: str, pod: int | None) -> list[dict[str, str]]:
     if sharing == POD:
         return [{"kind": "Pod", "name": g.spec.pod_names[pod]}]  # type: ignore[index]
     if sharing == GROUP:
@@ -1153,17 +1154,17 @@ def _reserved_for(g: "Group", sharing: str, pod: int | None) -> list[dict[str, s
     return [{"kind": "Workload", "name": g.workload.spec.name}]
 
 
-def _claim_view(state: "ClusterState", g: "Group", a: Allocation) -> dict[str, Any]:
+def _claim_view(state: ClusterState, g: Group, a: Allocation) -> dict[str, Any]:
     return {"name": a.name, "sharing": a.sharing,
             "pod": g.spec.pod_names[a.pod] if a.sharing == POD else None,  # type: ignore[index]
             "devices": _devices(state, a.device_ids), "reservedFor": _reserved_for(g, a.sharing, a.pod)}
 
 
-def describe_allocations(state: "ClusterState", g: "Group", allocations: list[Allocation]) -> list[dict[str, Any]]:
+def describe_allocations(state: ClusterState, g: Group, allocations: list[Allocation]) -> list[dict[str, Any]]:
     return [_claim_view(state, g, a) for a in allocations]
 
 
-def claim_views(state: "ClusterState", g: "Group") -> list[dict[str, Any]]:
+def claim_views(state: ClusterState, g: Group) -> list[dict[str, Any]]:
     """The allocated claims the group uses: its own, the workload's it uses, its pods'."""
     ds = state.dra
     if not ds.by_workload.get(g.workload.position):
@@ -1186,7 +1187,7 @@ def claim_views(state: "ClusterState", g: "Group") -> list[dict[str, Any]]:
     return out
 
 
-def canonical(state: "ClusterState") -> Any:
+def canonical(state: ClusterState) -> Any:
     """Every allocation, and the devices marked busy (which must be exactly theirs)."""
     ds = state.dra
     devs = ds.devices

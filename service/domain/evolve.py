@@ -6,7 +6,8 @@ from an empty state gives exactly the live state (a property test checks it).
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from service.domain import devices as dra
 from service.domain import events as ev

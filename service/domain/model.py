@@ -27,7 +27,7 @@ class NodeSpec:
     unschedulable: bool
 
     @staticmethod
-    def from_body(name: str, body: dict[str, Any]) -> "NodeSpec":
+    def from_body(name: str, body: dict[str, Any]) -> NodeSpec:
         alloc = {r: parse_quantity(v, r) for r, v in (body.get("allocatable") or {}).items()}
         return NodeSpec(
             name=name,
@@ -44,7 +44,7 @@ class PriorityClass:
     preemption_policy: str
 
     @staticmethod
-    def from_body(name: str, body: dict[str, Any]) -> "PriorityClass":
+    def from_body(name: str, body: dict[str, Any]) -> PriorityClass:
         return PriorityClass(name, int(body.get("value", 0)), body.get("preemptionPolicy") or PREEMPT_LOWER)
 
 

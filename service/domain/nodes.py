@@ -8,7 +8,8 @@ labels or the node set change, which is rare next to placements.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -212,7 +213,7 @@ class NodeTable:
             self._domain_cache[key] = cached
         return cached
 
-    def layout(self, key: str) -> "DomainLayout":
+    def layout(self, key: str) -> DomainLayout:
         """Live rows carrying `key`, grouped by domain: per-domain sums become one reduceat."""
         cache_key = f"{key}\0layout"
         hit = self._domain_cache.get(cache_key)

@@ -11,8 +11,8 @@ node name (its rank), and for topology to the smaller label value.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import math
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 

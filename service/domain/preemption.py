@@ -247,7 +247,7 @@ class _Order:
 
 # Kept by the ClusterState object itself: nothing in the state (pickled for snapshots)
 # holds it, and it goes with its state.
-_ORDERS: "weakref.WeakKeyDictionary[ClusterState, _Order]" = weakref.WeakKeyDictionary()
+_ORDERS: weakref.WeakKeyDictionary[ClusterState, _Order] = weakref.WeakKeyDictionary()
 
 
 class _Candidates:

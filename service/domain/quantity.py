@@ -7,8 +7,8 @@ rounding.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _SUFFIX = {
     "": Decimal(1),

@@ -29,7 +29,7 @@ class ClassInfo:
     ub_pre: int | None = None
 
 
-def bucket_key(g: "Group") -> Any:
+def bucket_key(g: Group) -> Any:
     if g.class_key is not None and g.placed == 0 and not g.needs_explanation:
         return g.class_key
     return ("solo", g.key)
@@ -42,7 +42,7 @@ class QueueIndex:
         self.classes: dict[Any, ClassInfo] = {}
         self.dirty: set[int] = set()  # node rows that gained room since the last full sweep
 
-    def update(self, g: "Group", pending: bool) -> None:
+    def update(self, g: Group, pending: bool) -> None:
         key = g.key
         old = self.member_of.get(key)
         new = bucket_key(g) if pending else None
@@ -80,12 +80,12 @@ class QueueIndex:
 
 
 # -- bounds -----------------------------------------------------------------------------------
-def single_shape(g: "Group") -> bool:
+def single_shape(g: Group) -> bool:
     runs = g.class_key[0] if g.class_key is not None else ()
     return len(runs) == 1
 
 
-def fit_counts(state: "ClusterState", g: "Group", rows: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
+def fit_counts(state: ClusterState, g: Group, rows: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
     """How many pods of g's (single) shape each row could hold now (`extra`: usage to ignore)."""
     nodes = state.nodes
     shape = g.spec.pod_shapes[0]
@@ -103,7 +103,7 @@ def fit_counts(state: "ClusterState", g: "Group", rows: np.ndarray, extra: np.nd
     return np.where(ok, fit, 0)
 
 
-def lower_usage(state: "ClusterState", rows: np.ndarray, priority: int) -> np.ndarray:
+def lower_usage(state: ClusterState, rows: np.ndarray, priority: int) -> np.ndarray:
     """Usage per row by pods of priority strictly below `priority`."""
     out = np.zeros((len(rows), len(state.nodes.resource_names)), dtype=np.int64)
     for i, row in enumerate(rows):
@@ -116,7 +116,7 @@ def lower_usage(state: "ClusterState", rows: np.ndarray, priority: int) -> np.nd
     return out
 
 
-def _gain(state: "ClusterState", g: "Group", rows: np.ndarray, pre: bool) -> Any:
+def _gain(state: ClusterState, g: Group, rows: np.ndarray, pre: bool) -> Any:
     """What the dirty rows could hold for g's shape: a pod count, or per touched domain."""
     extra = lower_usage(state, rows, g.workload.spec.priority) if pre else None
     key = g.spec.topology_key
@@ -134,7 +134,7 @@ def _gain(state: "ClusterState", g: "Group", rows: np.ndarray, pre: bool) -> Any
     return max(caps, default=0)
 
 
-def grown_bound(state: "ClusterState", g: "Group", bound: int, rows: np.ndarray, pre: bool,
+def grown_bound(state: ClusterState, g: Group, bound: int, rows: np.ndarray, pre: bool,
                 memo: dict[Any, Any] | None = None) -> int:
     """`bound` plus what the dirty rows could add for g's class (memo: shared within a sweep)."""
     if len(rows) == 0:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 from array import array
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 

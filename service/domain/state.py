@@ -26,7 +26,7 @@ JOURNAL_MAX = 4096  # moves kept in ClusterState.moves; beyond, the older half i
 
 @dataclass(eq=False)
 class Group:
-    workload: "Workload"
+    workload: Workload
     index: int
     spec: GroupSpec
     node_of: list[int]  # node row per pod, -1 when not placed

@@ -6,7 +6,8 @@ so an old stream replays under new code to the same state.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from service.domain.events import SCHEMA_VERSIONS
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import structlog
 from aiokafka import AIOKafkaProducer
@@ -69,7 +69,7 @@ class OutboxRelay:
     async def _sleep(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _idle(self) -> None:
@@ -81,7 +81,7 @@ class OutboxRelay:
         async with appended:
             try:
                 await asyncio.wait_for(appended.wait(), timeout=self.idle_wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _partition_of(self, topic: str, key: bytes | None) -> int:

@@ -136,14 +136,14 @@ class KafkaRuntime:
         self._warm_up: asyncio.Task[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
-    async def start(self, connect_timeout: float = 15.0) -> "KafkaRuntime":
+    async def start(self, connect_timeout: float = 15.0) -> KafkaRuntime:
         self.service.kafka_running = False
         if self.parse_pool is not None:  # the workers start meanwhile; the first poll waits for them
             self._warm_up = asyncio.create_task(self.parse_pool.warm_up(), name="gangplank-parse-pool")
         self._task = asyncio.create_task(self._supervise(), name="gangplank-kafka")
         try:
             await asyncio.wait_for(self.connected.wait(), timeout=connect_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("kafka.not_connected_yet", bootstrap=self.settings.kafka_bootstrap,
                         note="the service runs; the consumer starts when the broker answers")
         return self
@@ -156,7 +156,7 @@ class KafkaRuntime:
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout=timeout)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 self._task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._task
@@ -187,7 +187,7 @@ class KafkaRuntime:
                 log.warning("kafka.restart", error=f"{type(exc).__name__}: {exc}", retry_in=delay)
                 try:
                     await asyncio.wait_for(self._stopping.wait(), timeout=delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     def _relay_active(self) -> bool:

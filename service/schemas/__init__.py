@@ -7,7 +7,13 @@ Entry points:
 - json_schemas() -> {name: JSON Schema} for the contracts
 """
 from service.schemas.devices import DeviceClass, ResourceSlice
-from service.schemas.envelope import CommandEnvelope, ValidatedMessage, idempotency_key_error, validate_command, validate_envelope
+from service.schemas.envelope import (
+    CommandEnvelope,
+    ValidatedMessage,
+    idempotency_key_error,
+    validate_command,
+    validate_envelope,
+)
 from service.schemas.errors import InputValidationError
 from service.schemas.inventory import Node, PriorityClass
 from service.schemas.jsonschema import json_schemas

@@ -14,11 +14,12 @@ from pydantic_core import PydanticCustomError
 
 from service.schemas.cel_check import CELExpression
 from service.schemas.common import INT64_MAX, INT64_MIN, QUANTITY_SCHEMA, StrictModel, quantity_error
-from service.schemas.errors import duplicate_names as _duplicates, raise_errors
+from service.schemas.errors import duplicate_names as _duplicates
+from service.schemas.errors import raise_errors
 from service.schemas.names import (
+    DeviceQualifiedName,
     DNSLabel,
     DNSSubdomain,
-    DeviceQualifiedName,
     DriverName,
     LabelMap,
     PoolName,
@@ -89,7 +90,7 @@ class DeviceAttribute(StrictModel):
     version: Version = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "DeviceAttribute":
+    def _exactly_one(self) -> DeviceAttribute:
         given = self.model_fields_set
         if len(given) != 1:
             raise_errors("DeviceAttribute", [((), ONE_ATTRIBUTE_VALUE)])
@@ -106,7 +107,7 @@ class Device(StrictModel):
     capacity: dict[DeviceQualifiedName, DeviceCapacity] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check(self) -> "Device":
+    def _check(self) -> Device:
         errors: list[tuple[tuple[Any, ...], str]] = []
         for key, capacity in self.capacity.items():
             if (reason := quantity_error(capacity.value, key.rpartition("/")[2])) is not None:
@@ -135,7 +136,7 @@ class ResourceSlice(StrictModel):
     devices: list[Device] = Field(default_factory=list, max_length=MAX_DEVICES_PER_SLICE)
 
     @model_validator(mode="after")
-    def _check(self) -> "ResourceSlice":
+    def _check(self) -> ResourceSlice:
         errors: list[tuple[tuple[Any, ...], str]] = []
         chosen = [field for field, given in (("nodeName", self.node_name is not None),
                                              ("allNodes", self.all_nodes is True),
@@ -156,7 +157,7 @@ class ExactDeviceRequest(StrictModel):
     selectors: list[DeviceSelector] = Field(default_factory=list, max_length=MAX_SELECTORS)
 
     @model_validator(mode="after")
-    def _count(self) -> "ExactDeviceRequest":
+    def _count(self) -> ExactDeviceRequest:
         if self.allocation_mode == "All" and "count" in self.model_fields_set:
             raise_errors("ExactDeviceRequest", [(("count",), ALL_WITH_COUNT)])
         return self
@@ -178,7 +179,7 @@ class DeviceClaim(StrictModel):
     constraints: list[DeviceConstraint] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
 
     @model_validator(mode="after")
-    def _references(self) -> "DeviceClaim":
+    def _references(self) -> DeviceClaim:
         errors: list[tuple[tuple[Any, ...], str]] = []
         names = [r.name for r in self.requests]
         _duplicates(errors, ("requests",), names)

@@ -1,7 +1,8 @@
 """The one validation error of the schemas package."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -30,11 +31,11 @@ class InputValidationError(ValueError):
         return validation_problem(self.errors)
 
     @classmethod
-    def single(cls, loc: Loc, msg: str) -> "InputValidationError":
+    def single(cls, loc: Loc, msg: str) -> InputValidationError:
         return cls([{"loc": list(loc), "msg": msg}])
 
     @classmethod
-    def from_pydantic(cls, exc: ValidationError, prefix: Loc = ()) -> "InputValidationError":
+    def from_pydantic(cls, exc: ValidationError, prefix: Loc = ()) -> InputValidationError:
         return cls(pydantic_errors(exc, prefix))
 
 

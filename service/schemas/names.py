@@ -7,7 +7,8 @@ names before they send them.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, StrictStr, WithJsonSchema
 from pydantic_core import PydanticCustomError

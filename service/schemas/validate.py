@@ -8,7 +8,8 @@ errors are located from the root of the request (`["body", ...]` by default).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
 from pydantic import ValidationError
 

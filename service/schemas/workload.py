@@ -7,7 +7,8 @@ from pydantic import Field, StrictInt, model_validator
 
 from service.schemas.common import MAX_RESOURCES, PRIORITY_MAX, PRIORITY_MIN, PreemptionPolicy, Requests, StrictModel
 from service.schemas.devices import ResourceClaimSpec
-from service.schemas.errors import duplicate_names as _duplicates, raise_errors
+from service.schemas.errors import duplicate_names as _duplicates
+from service.schemas.errors import raise_errors
 from service.schemas.names import DNSLabel, DNSSubdomain, LabelMap, QualifiedName
 
 MAX_POD_GROUPS = 8
@@ -33,7 +34,7 @@ class SchedulingPolicy(StrictModel):
     gang: GangPolicy = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "SchedulingPolicy":
+    def _exactly_one(self) -> SchedulingPolicy:
         if (self.basic is None) == (self.gang is None):
             raise_errors("SchedulingPolicy", [((), "exactly one of basic or gang must be set")])
         return self
@@ -63,7 +64,7 @@ class PodEntry(StrictModel):
     resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
 
     @model_validator(mode="after")
-    def _check(self) -> "PodEntry":
+    def _check(self) -> PodEntry:
         errors: Errors = []
         _duplicates(errors, ("resourceClaims",), [c.name for c in self.resource_claims])
         raise_errors("PodEntry", errors)
@@ -83,7 +84,7 @@ class PodGroup(StrictModel):
         return sum(entry.count for entry in self.pods)
 
     @model_validator(mode="after")
-    def _check(self) -> "PodGroup":
+    def _check(self) -> PodGroup:
         errors: Errors = []
         _duplicates(errors, ("pods",), [p.name for p in self.pods])
         _duplicates(errors, ("resourceClaims",), [c.name for c in self.resource_claims])
@@ -108,7 +109,7 @@ class Workload(StrictModel):
     resource_claim_templates: list[ResourceClaimTemplate] = Field(default_factory=list, max_length=MAX_TEMPLATES)
 
     @model_validator(mode="after")
-    def _check(self) -> "Workload":
+    def _check(self) -> Workload:
         errors: Errors = []
         if self.priority is not None and self.priority_class_name is not None:
             errors.append((("priorityClassName",), "must not be set together with priority"))

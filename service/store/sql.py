@@ -31,8 +31,9 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 import msgspec
@@ -56,8 +57,8 @@ from .base import (
     NewEvent,
     OutboxItem,
     Snapshot,
-    StoreUnavailable,
     StoredEvent,
+    StoreUnavailable,
     VerifyResult,
     canonical_json,
     canonical_record_json,

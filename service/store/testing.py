@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 import asyncpg
 

@@ -8,7 +8,8 @@ assert that a request failing validation never reaches `execute`.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from litestar.testing import TestClient

@@ -1,7 +1,8 @@
 """Every kind of bad input is a 422 problem naming the exact field, and never reaches execute()."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

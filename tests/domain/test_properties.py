@@ -153,8 +153,9 @@ def test_invariants_and_replay(cmds):
 @given(streams())
 def test_deterministic_bytes(cmds):
     a, b = run(cmds), run(cmds)
-    dump = lambda sim: [json.dumps([e.position, e.type, e.data], sort_keys=True, separators=(",", ":"))
-                        for e in sim.events]
+    def dump(sim):
+        return [json.dumps([e.position, e.type, e.data], sort_keys=True, separators=(",", ":"))
+                            for e in sim.events]
     assert dump(a) == dump(b)
     assert canonical(a.state) == canonical(b.state)
 

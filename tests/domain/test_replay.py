@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 from unittest import mock
 
 import pytest

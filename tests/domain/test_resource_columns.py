@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from service.domain.nodes import NodeTable
 from service.domain.model import NodeSpec
+from service.domain.nodes import NodeTable
 
 
 @pytest.mark.xfail(reason="NodeTable.column pads every array by one column per new resource name (quadratic); "

@@ -14,7 +14,8 @@ import os
 import secrets
 import time
 import uuid
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -23,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from service.config import Settings
-from service.kafka.testing import free_port, tansu_broker
+from service.kafka.testing import free_port, tansu_broker  # noqa: F401  (free_port: re-exported for the tests)
 from service.store import open_store
 from service.store.migrate import upgrade
 from service.store.schema import ALL_TABLES

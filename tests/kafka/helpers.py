@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from service.app.service import Gangplank
 from service.config import Settings
 from service.kafka.runtime import KafkaRuntime
 from service.store import open_store
 from service.store.base import EventStore, StoredEvent, canonical_json
-
 from tests.kafka.conftest import read_topic
 
 

@@ -11,7 +11,6 @@ from service.kafka.messages import KEY_REUSED
 from service.kafka.runtime import ensure_topics
 from service.store import open_store
 from service.store.base import StoreUnavailable
-
 from tests.kafka.conftest import command, node_body, produce, read_topic, wait_for, workload_body
 from tests.kafka.helpers import all_events, check_feed, consumed, outbox_empty, running
 

@@ -17,9 +17,15 @@ from service.kafka.messages import Parsed, parse_record
 from service.kafka.runtime import ensure_topics
 from service.store import open_store
 from service.store.base import canonical_json
-
 from tests.kafka.conftest import (
-    command, create_topic, free_port, make_settings, node_body, produce, wait_for, workload_body,
+    command,
+    create_topic,
+    free_port,
+    make_settings,
+    node_body,
+    produce,
+    wait_for,
+    workload_body,
 )
 from tests.kafka.helpers import all_events, check_feed, consumed, outbox_empty, running
 

@@ -10,11 +10,18 @@ from aiokafka.structs import ConsumerRecord
 from service.contracts import GENERATORS
 from service.kafka.consumer import Dead, Run, plan
 from service.kafka.messages import (
-    FINGERPRINT_PREFIX, KEY_REUSED, KEY_TAKEN_BY_HTTP, MAX_ERROR_HEADER, Malformed, Parsed, command_fingerprint,
-    dead_letter, key_conflict_error, parse_record,
+    FINGERPRINT_PREFIX,
+    KEY_REUSED,
+    KEY_TAKEN_BY_HTTP,
+    MAX_ERROR_HEADER,
+    Malformed,
+    Parsed,
+    command_fingerprint,
+    dead_letter,
+    key_conflict_error,
+    parse_record,
 )
 from service.store.base import StoredEvent
-
 from tests.kafka.conftest import command, node_body, workload_body
 
 

@@ -12,7 +12,6 @@ from service.kafka.consumer import Backoff, CommandConsumer
 from service.kafka.messages import Parsed, parse_values
 from service.kafka.runtime import ParsePool
 from service.store.base import StoreUnavailable
-
 from tests.kafka.conftest import command, node_body
 
 TOPIC = "cmds"
