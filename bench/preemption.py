@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
 from service.domain import events as ev  # noqa: E402
+from service.domain import preemption as pre  # noqa: E402, F401  (rebound by `global pre` in main)
 from service.gcpause import configure_for_serving  # noqa: E402
 
 RACKS, PER_RACK = 10, 100
