@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
-import hashlib
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -36,7 +35,6 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import asyncpg
-import msgspec
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
@@ -49,6 +47,7 @@ from service.gcpause import gc_paused
 
 from .base import (
     GENESIS_HASH,
+    NOT_ECHOED,
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
@@ -60,9 +59,9 @@ from .base import (
     StoredEvent,
     StoreUnavailable,
     VerifyResult,
-    canonical_json,
     canonical_record_json,
 )
+from .codec import checked_hash, envelope_json, hash_input, loads, sha256_hex, tail_fault
 from .schema import clusters as t_clusters
 from .schema import consumer_offsets as t_offsets
 from .schema import events as t_events
@@ -87,36 +86,6 @@ def normalize_url(url: str) -> str:
     return url
 
 
-
-
-# canonical_json() of a str: the C quoting function json.dumps(..., ensure_ascii=True) uses.
-_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
-
-
-def hash_input(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
-               metadata_json: str, recorded_at: str) -> str:
-    """canonical_json() of the envelope without hash/prevHash, built from the already canonical
-    data/metadata texts (keys in sorted order: cluster, data, metadata, position, recordedAt,
-    schemaVersion, type). Equal to canonical_json(envelope) by construction; tested."""
-    return (f'{{"cluster":{_quote(cluster)},"data":{data_json},"metadata":{metadata_json},'
-            f'"position":{int(position)},"recordedAt":{_quote(recorded_at)},'
-            f'"schemaVersion":{int(schema_version)},"type":{_quote(type_)}}}')
-
-
-def envelope_json(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
-                  metadata_json: str, recorded_at: str, prev_hash: str, hash_: str) -> str:
-    """canonical_json() of the full envelope (what the outbox publishes), spliced like
-    hash_input(); equal to canonical_json(StoredEvent.envelope()) by construction; tested."""
-    return (f'{{"cluster":{_quote(cluster)},"data":{data_json},"hash":{_quote(hash_)},'
-            f'"metadata":{metadata_json},"position":{int(position)},"prevHash":{_quote(prev_hash)},'
-            f'"recordedAt":{_quote(recorded_at)},"schemaVersion":{int(schema_version)},'
-            f'"type":{_quote(type_)}}}')
-
-
-def _sha256_hex(prev_hash: str, text: str) -> str:
-    return hashlib.sha256((prev_hash + text).encode("utf-8")).hexdigest()
-
-
 def _encode_headers(headers: Sequence[tuple[str, bytes]]) -> str:
     return json.dumps([[name, base64.b64encode(value).decode("ascii")] for name, value in headers])
 
@@ -136,7 +105,7 @@ def make_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
 
         @event.listens_for(engine.sync_engine, "connect")
-        def _on_connect(dbapi_connection, _record):  # noqa: ANN001
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
             # Take BEGIN away from the sqlite3 module; the "begin" hook below emits it.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
@@ -146,7 +115,7 @@ def make_engine(url: str) -> AsyncEngine:
             cursor.close()
 
         @event.listens_for(engine.sync_engine, "begin")
-        def _on_begin(conn):  # noqa: ANN001
+        def _on_begin(conn: Any) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("gp_write") else "BEGIN")
 
         return engine
@@ -154,18 +123,6 @@ def make_engine(url: str) -> AsyncEngine:
         return create_async_engine(url, pool_size=10, max_overflow=20,
                                    connect_args={"server_settings": {"application_name": "gangplank"}})
     raise ValueError(f"unsupported database URL {url!r}: use postgresql+asyncpg:// or sqlite+aiosqlite://")
-
-
-_msgspec_decode = msgspec.json.Decoder().decode
-
-
-def loads(text: str) -> Any:
-    """json.loads of a stored canonical JSON text, 2-6x faster (msgspec gives the same values);
-    json.loads for what msgspec refuses (lone surrogates, numbers beyond a double)."""
-    try:
-        return _msgspec_decode(text)
-    except msgspec.DecodeError:
-        return json.loads(text)
 
 
 def _stored(row: Any) -> StoredEvent:
@@ -272,7 +229,7 @@ def _constraint_name(exc: BaseException) -> str | None:
     for candidate in (exc, getattr(exc, "orig", None), getattr(getattr(exc, "orig", None), "__cause__", None)):
         name = getattr(candidate, "constraint_name", None)
         if name:
-            return name
+            return str(name)
     return None
 
 
@@ -439,13 +396,13 @@ class SqlEventStore:
         rows, stored = [], []
         for i, (type_, version, data_json, meta_json) in enumerate(prepared):
             position = expected + 1 + i
-            h = _sha256_hex(prev, hash_input(cluster, position, type_, version, data_json, meta_json, recorded_at))
+            h = sha256_hex(prev, hash_input(cluster, position, type_, version, data_json, meta_json, recorded_at))
             rows.append({"cluster": cluster, "position": position, "type": type_, "schema_version": version,
                          "data": data_json, "metadata": meta_json, "recorded_at": recorded_at,
                          "prev_hash": prev, "hash": h})
             stored.append(StoredEvent(cluster, position, type_, version,
-                                      loads(data_json) if echo else None,
-                                      loads(meta_json) if echo else None, recorded_at, prev, h))
+                                      loads(data_json) if echo else NOT_ECHOED,
+                                      loads(meta_json) if echo else NOT_ECHOED, recorded_at, prev, h))
             prev = h
         return rows, stored
 
@@ -559,7 +516,8 @@ class SqlEventStore:
         on a disconnect), so that a database restart costs one failed call, not one per
         pooled connection."""
         raw_conn = await self._engine.raw_connection()
-        if raw_conn.driver_connection.is_closed():  # the server closed it while it was pooled
+        # the server closed it while it was pooled
+        if raw_conn.driver_connection is None or raw_conn.driver_connection.is_closed():
             await greenlet_spawn(self._engine.sync_engine.pool._invalidate, raw_conn, None)
             raw_conn = await self._engine.raw_connection()  # opened after the invalidation: fresh
         outcome: BaseException | None = None
@@ -659,7 +617,7 @@ class SqlEventStore:
     # ------------------------------------------------------------------ reads
 
     def _select_events(self, cluster: str, after: int, until: int | None, limit: int | None,
-                       columns: Sequence[Any] = _EVENT_COLS) -> sa.Select:
+                       columns: Sequence[Any] = _EVENT_COLS) -> sa.Select[Any]:
         stmt = (sa.select(*columns)
                 .where(t_events.c.cluster == cluster, t_events.c.position > after)
                 .order_by(t_events.c.position))
@@ -711,8 +669,9 @@ class SqlEventStore:
         if limit is not None and limit <= 0:
             return []
         if not self._is_sqlite and not decode:  # the driver's records as they come (they unpack as 4-tuples)
-            return await self._pg("fetch", _PG_READ_TEXT, cluster, after, limit,
-                                  _MAX_POSITION if until is None else until)
+            records: list[tuple[int, str, int, Any]] = await self._pg(
+                "fetch", _PG_READ_TEXT, cluster, after, limit, _MAX_POSITION if until is None else until)
+            return records
         if not self._is_sqlite:
             rows = await self._pg("fetch", _PG_READ_DATA, cluster, after, limit,
                                   _MAX_POSITION if until is None else until)
@@ -805,33 +764,18 @@ class SqlEventStore:
                         if position != count + 1 or prev_hash != prev:
                             bad = count + 1
                             break
-                        h = _sha256_hex(prev, hash_input(cluster, position, type_, version, data_json,
-                                                         meta_json, recorded_at))
-                        if h != stored_hash:
-                            try:
-                                envelope = {"cluster": cluster, "position": position, "type": type_,
-                                            "schemaVersion": version, "data": json.loads(data_json),
-                                            "metadata": json.loads(meta_json), "recordedAt": recorded_at}
-                                h = _sha256_hex(prev, canonical_json(envelope))
-                            except ValueError:
-                                h = ""
-                            if h != stored_hash:
-                                bad = position
-                                break
+                        h = checked_hash(prev, cluster, position, type_, version, data_json, meta_json,
+                                         recorded_at, stored_hash)
+                        if h is None:
+                            bad = position
+                            break
                         prev, count = h, count + 1
                     if len(rows) < VERIFY_CHUNK:
                         break
                     after = rows[-1][1]
                 if bad is None:
-                    target = last_recorded if until is None else min(until, last_recorded)
-                    if count < target:
-                        bad = count + 1  # missing at the tail
-                    elif until is None and count > last_recorded:
-                        bad = last_recorded + 1  # rows beyond the recorded head
-                    elif until is None and count and head_row is not None and head_row[1] != prev:
-                        bad = count  # the recorded head does not match the chain
+                    bad = tail_fault(count, last_recorded, until, None if head_row is None else head_row[1], prev)
         return VerifyResult(ok=bad is None, events=count, head=prev, first_bad_position=bad)
-
 
     # ------------------------------------------------------------------ snapshots
 

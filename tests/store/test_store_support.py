@@ -18,9 +18,9 @@ from service.store import (
     open_store,
 )
 from service.store.base import StoreUnavailable, canonical_record_json, chain_hash
+from service.store.codec import envelope_json, hash_input
 from service.store.migrate import head_revisions, schema_is_current, upgrade
 from service.store.schema import ALL_TABLES
-from service.store.sql import envelope_json, hash_input
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
