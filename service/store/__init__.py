@@ -26,8 +26,9 @@ from .base import (
     canonical_json,
     chain_hash,
 )
+from .engine import make_engine, normalize_url
 from .memory import MemoryEventStore, is_memory_url
-from .sql import SqlEventStore, make_engine, normalize_url
+from .sql import SqlEventStore
 
 
 def open_store(url: str) -> EventStore:

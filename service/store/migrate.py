@@ -21,8 +21,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from .engine import make_engine, normalize_url
 from .memory import is_memory_url
-from .sql import make_engine, normalize_url
 
 #: the repository's migrations/ folder; GANGPLANK_MIGRATIONS_DIR overrides it.
 MIGRATIONS_DIR = Path(os.environ.get("GANGPLANK_MIGRATIONS_DIR")
