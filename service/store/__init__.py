@@ -1,10 +1,11 @@
-"""The event store: `open_store(url)` gives the SQL implementation of `EventStore`.
+"""The event store: `open_store(url)` gives the implementation of `EventStore` for a URL.
 
     from service.store import open_store
     from service.store.migrate import upgrade
 
-    await upgrade(url)          # schema to head (Alembic)
-    store = open_store(url)     # postgresql+asyncpg://... or sqlite+aiosqlite:///file.db
+    await upgrade(url)          # schema to head (Alembic; nothing to do for memory://)
+    store = open_store(url)     # postgresql+asyncpg://..., sqlite+aiosqlite:///file.db,
+                                # memory:// (private, empty) or memory://name (shared in-process)
 """
 from __future__ import annotations
 
@@ -25,17 +26,23 @@ from .base import (
     canonical_json,
     chain_hash,
 )
-from .sql import SqlEventStore, make_engine, normalize_url
+from .engine import make_engine, normalize_url
+from .memory import MemoryEventStore, is_memory_url
+from .sql import SqlEventStore
 
 
-def open_store(url: str) -> SqlEventStore:
-    """The store for a SQLAlchemy URL (driver-less postgresql:// and sqlite:// are accepted)."""
+def open_store(url: str) -> EventStore:
+    """The store for a URL: memory:// or memory://name (in-process, not durable, see
+    service.store.memory), else a SQLAlchemy URL (driver-less postgresql:// and sqlite://
+    are accepted)."""
+    if is_memory_url(url):
+        return MemoryEventStore(url)
     return SqlEventStore(url)
 
 
 __all__ = [
     "GENESIS_HASH", "ConcurrencyConflict", "ConsumedOffset", "DeadLetter", "EventStore",
-    "IdempotencyKeyTaken", "IdempotencyRecord", "NewEvent", "OutboxItem", "Snapshot",
+    "IdempotencyKeyTaken", "IdempotencyRecord", "MemoryEventStore", "NewEvent", "OutboxItem", "Snapshot",
     "SqlEventStore", "StoredEvent", "StoreUnavailable", "VerifyResult", "canonical_json", "chain_hash",
-    "make_engine", "normalize_url", "open_store",
+    "is_memory_url", "make_engine", "normalize_url", "open_store",
 ]

@@ -1,19 +1,23 @@
 """The event store port: what the application service needs from any backend.
 
-Both backends (PostgreSQL, SQLite) implement `EventStore`; one conformance suite
-(tests/store/) runs against each.
+Three backends implement `EventStore`: PostgreSQL and SQLite (service/store/sql.py) and the
+in-memory store (service/store/memory.py); one conformance suite (tests/store/) runs against each.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
 
 GENESIS_HASH = "0" * 64
+
+# StoredEvent.data and .metadata after append(echo=False): None (the caller holds them
+# already). Typed Any so that StoredEvent keeps the dict type every reader gets.
+NOT_ECHOED: Any = None
 
 
 # One encoder for every call: json.dumps(value, sort_keys=True, separators=(",", ":"),
@@ -183,6 +187,11 @@ class EventStore(Protocol):
 
     async def read(self, cluster: str, after: int = 0, limit: int | None = None,
                    until: int | None = None) -> list[StoredEvent]: ...
+
+    def stream(self, cluster: str, after: int = 0, until: int | None = None,
+               chunk: int = 5_000) -> AsyncIterator[list[StoredEvent]]:
+        """read() in chunks, for replaying long streams without holding them in memory."""
+        ...
 
     async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
                         until: int | None = None, *, decode: bool = True) -> list[tuple[int, str, int, Any]]:

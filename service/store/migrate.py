@@ -3,6 +3,8 @@
     await upgrade(url)            # bring the schema to head (idempotent)
     upgrade_sync(url)             # same, for code without a running event loop
     await schema_is_current(url)  # is the database at the script head?
+
+An in-memory store (memory://) has no schema: upgrade() does nothing, schema_is_current() is True.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .sql import make_engine, normalize_url
+from .engine import make_engine, normalize_url
+from .memory import is_memory_url
 
 #: the repository's migrations/ folder; GANGPLANK_MIGRATIONS_DIR overrides it.
 MIGRATIONS_DIR = Path(os.environ.get("GANGPLANK_MIGRATIONS_DIR")
@@ -62,6 +65,8 @@ def _run_upgrade(connection: Connection, cfg: Config, revision: str) -> None:
 
 async def upgrade(url: str, revision: str = "head") -> None:
     """Apply pending migrations (all of them by default) in one transaction."""
+    if is_memory_url(url):
+        return  # no schema
     url = normalize_url(url)
     if url.startswith("sqlite"):
         # concurrent upgrades queue on BEGIN IMMEDIATE, but one that finds the file busy in a
@@ -95,6 +100,8 @@ def upgrade_sync(url: str, revision: str = "head") -> None:
 
 
 async def schema_is_current(url: str) -> bool:
+    if is_memory_url(url):
+        return True
     engine = make_engine(normalize_url(url))
     try:
         async with engine.connect() as conn:

@@ -27,21 +27,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
-import hashlib
 import json
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
-import msgspec
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
 from service.clock import utc_now
@@ -49,6 +44,7 @@ from service.gcpause import gc_paused
 
 from .base import (
     GENESIS_HASH,
+    NOT_ECHOED,
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
@@ -58,10 +54,22 @@ from .base import (
     OutboxItem,
     Snapshot,
     StoredEvent,
-    StoreUnavailable,
     VerifyResult,
-    canonical_json,
     canonical_record_json,
+)
+from .codec import checked_hash, envelope_json, hash_input, loads, sha256_hex, tail_fault
+from .engine import make_engine, normalize_url
+from .pg_statements import (
+    PG_APPEND_CREATE,
+    PG_APPEND_UPDATE,
+    PG_HEAD,
+    PG_HEAD_AND_IDEMPOTENCY,
+    PG_IDEMPOTENCY,
+    PG_OUTBOX_BATCH,
+    PG_READ,
+    PG_READ_DATA,
+    PG_READ_TEXT,
+    PG_READ_UNTIL,
 )
 from .schema import clusters as t_clusters
 from .schema import consumer_offsets as t_offsets
@@ -69,53 +77,13 @@ from .schema import events as t_events
 from .schema import idempotency as t_idem
 from .schema import outbox as t_outbox
 from .schema import snapshots as t_snapshots
+from .sql_errors import DRIVER_UNAVAILABLE, constraint_name, finishes_when_cancelled, translating
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 VERIFY_CHUNK = 5_000
 _IN_CHUNK = 1_000  # ids per DELETE ... WHERE id IN (...)
 
 
 # --------------------------------------------------------------------------- helpers
-
-def normalize_url(url: str) -> str:
-    """Accept driver-less URLs too: postgresql:// -> postgresql+asyncpg://, sqlite:// -> sqlite+aiosqlite://."""
-    for prefix, replacement in (("postgresql://", "postgresql+asyncpg://"),
-                                ("postgres://", "postgresql+asyncpg://"),
-                                ("sqlite://", "sqlite+aiosqlite://")):
-        if url.startswith(prefix):
-            return replacement + url[len(prefix):]
-    return url
-
-
-
-
-# canonical_json() of a str: the C quoting function json.dumps(..., ensure_ascii=True) uses.
-_quote: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
-
-
-def hash_input(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
-               metadata_json: str, recorded_at: str) -> str:
-    """canonical_json() of the envelope without hash/prevHash, built from the already canonical
-    data/metadata texts (keys in sorted order: cluster, data, metadata, position, recordedAt,
-    schemaVersion, type). Equal to canonical_json(envelope) by construction; tested."""
-    return (f'{{"cluster":{_quote(cluster)},"data":{data_json},"metadata":{metadata_json},'
-            f'"position":{int(position)},"recordedAt":{_quote(recorded_at)},'
-            f'"schemaVersion":{int(schema_version)},"type":{_quote(type_)}}}')
-
-
-def envelope_json(cluster: str, position: int, type_: str, schema_version: int, data_json: str,
-                  metadata_json: str, recorded_at: str, prev_hash: str, hash_: str) -> str:
-    """canonical_json() of the full envelope (what the outbox publishes), spliced like
-    hash_input(); equal to canonical_json(StoredEvent.envelope()) by construction; tested."""
-    return (f'{{"cluster":{_quote(cluster)},"data":{data_json},"hash":{_quote(hash_)},'
-            f'"metadata":{metadata_json},"position":{int(position)},"prevHash":{_quote(prev_hash)},'
-            f'"recordedAt":{_quote(recorded_at)},"schemaVersion":{int(schema_version)},'
-            f'"type":{_quote(type_)}}}')
-
-
-def _sha256_hex(prev_hash: str, text: str) -> str:
-    return hashlib.sha256((prev_hash + text).encode("utf-8")).hexdigest()
-
 
 def _encode_headers(headers: Sequence[tuple[str, bytes]]) -> str:
     return json.dumps([[name, base64.b64encode(value).decode("ascii")] for name, value in headers])
@@ -125,47 +93,6 @@ def _decode_headers(text: str) -> list[tuple[str, bytes]]:
     if text == "[]":  # every event row
         return []
     return [(name, base64.b64decode(value)) for name, value in json.loads(text)]
-
-
-def make_engine(url: str) -> AsyncEngine:
-    """An async engine set up for the store: SQLite gets WAL, a busy timeout, FULL sync, and
-    explicit BEGIN handling (BEGIN IMMEDIATE for connections with execution option
-    `gp_write=True`)."""
-    url = normalize_url(url)
-    if url.startswith("sqlite"):
-        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _on_connect(dbapi_connection, _record):  # noqa: ANN001
-            # Take BEGIN away from the sqlite3 module; the "begin" hook below emits it.
-            dbapi_connection.isolation_level = None
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA synchronous=FULL")
-            cursor.close()
-
-        @event.listens_for(engine.sync_engine, "begin")
-        def _on_begin(conn):  # noqa: ANN001
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("gp_write") else "BEGIN")
-
-        return engine
-    if url.startswith("postgresql"):
-        return create_async_engine(url, pool_size=10, max_overflow=20,
-                                   connect_args={"server_settings": {"application_name": "gangplank"}})
-    raise ValueError(f"unsupported database URL {url!r}: use postgresql+asyncpg:// or sqlite+aiosqlite://")
-
-
-_msgspec_decode = msgspec.json.Decoder().decode
-
-
-def loads(text: str) -> Any:
-    """json.loads of a stored canonical JSON text, 2-6x faster (msgspec gives the same values);
-    json.loads for what msgspec refuses (lone surrogates, numbers beyond a double)."""
-    try:
-        return _msgspec_decode(text)
-    except msgspec.DecodeError:
-        return json.loads(text)
 
 
 def _stored(row: Any) -> StoredEvent:
@@ -179,164 +106,10 @@ _EVENT_COLS = (t_events.c.cluster, t_events.c.position, t_events.c.type, t_event
                t_events.c.hash)
 
 
-_PG_GUARD_UPDATE = """
-    UPDATE clusters SET last_position = :new_last, head_hash = :new_head
-     WHERE name = :cluster AND last_position = :expected AND head_hash = :prev_head
-    RETURNING name"""
-_PG_GUARD_CREATE = """
-    INSERT INTO clusters (name, last_position, head_hash) VALUES (:cluster, :new_last, :new_head)
-    ON CONFLICT (name) DO NOTHING
-    RETURNING name"""
-_PG_APPEND = """
-WITH guard AS ({guard}),
-ev AS (
-    INSERT INTO events (cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash)
-    SELECT :cluster, u.position, u.type, u.schema_version, u.data, u.metadata, :recorded_at, u.prev_hash, u.hash
-      FROM unnest(CAST(:e_position AS bigint[]), CAST(:e_type AS text[]), CAST(:e_version AS integer[]),
-                  CAST(:e_data AS text[]), CAST(:e_metadata AS text[]), CAST(:e_prev AS text[]),
-                  CAST(:e_hash AS text[]))
-           AS u(position, type, schema_version, data, metadata, prev_hash, hash)
-     WHERE EXISTS (SELECT 1 FROM guard)),
-idem AS (
-    INSERT INTO idempotency (key, fingerprint, status, body, cluster, position, created_at)
-    SELECT u.key, u.fingerprint, u.status, u.body, u.cluster, u.position, :recorded_at
-      FROM unnest(CAST(:i_key AS text[]), CAST(:i_fingerprint AS text[]), CAST(:i_status AS integer[]),
-                  CAST(:i_body AS text[]), CAST(:i_cluster AS text[]), CAST(:i_position AS bigint[]))
-           AS u(key, fingerprint, status, body, cluster, position)
-     WHERE EXISTS (SELECT 1 FROM guard)),
-obx AS (
-    INSERT INTO outbox (topic, key, value, headers, cluster, position)
-    SELECT u.topic, u.key, u.value, u.headers, u.cluster, u.position
-      FROM unnest(CAST(:o_topic AS text[]), CAST(:o_key AS bytea[]), CAST(:o_value AS bytea[]),
-                  CAST(:o_headers AS text[]), CAST(:o_cluster AS text[]), CAST(:o_position AS bigint[]))
-           WITH ORDINALITY AS u(topic, key, value, headers, cluster, position, ord)
-     WHERE EXISTS (SELECT 1 FROM guard)
-     ORDER BY u.ord),
-offs AS (
-    INSERT INTO consumer_offsets ("group", topic, partition, "offset")
-    SELECT u.g, u.t, u.p, u.o
-      FROM unnest(CAST(:f_group AS text[]), CAST(:f_topic AS text[]), CAST(:f_partition AS integer[]),
-                  CAST(:f_offset AS bigint[])) AS u(g, t, p, o)
-     WHERE EXISTS (SELECT 1 FROM guard)
-    ON CONFLICT ("group", topic, partition) DO UPDATE SET "offset" = EXCLUDED."offset")
-SELECT count(*) FROM guard
-"""
-
-
-def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
-    """Named :params to asyncpg's $1.. placeholders, and the names in order."""
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    return re.sub(r"(?<![:\w]):([a-z_]+)", number, sql), tuple(names)
-
-
-# The hot path runs on the pool's asyncpg connection directly (one round trip, no SQLAlchemy
-# statement overhead); everything else goes through SQLAlchemy.
-PG_APPEND_UPDATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_UPDATE))
-PG_APPEND_CREATE = _numbered(_PG_APPEND.format(guard=_PG_GUARD_CREATE))
-
-_PG_HEAD = "SELECT last_position, head_hash FROM clusters WHERE name = $1"
-_PG_IDEMPOTENCY = "SELECT key, fingerprint, status, body, cluster, position FROM idempotency WHERE key = $1"
-# one row per stored key, or one row of NULLs; every row carries the cluster's last position
-_PG_HEAD_AND_IDEMPOTENCY = (
-    "SELECT (SELECT last_position FROM clusters WHERE name = $1), i.key, i.fingerprint, i.status, i.body,"
-    " i.cluster, i.position FROM (SELECT 1) AS one"
-    " LEFT JOIN idempotency AS i ON i.key = ANY($2::text[])")
-# Positions are gapless per cluster, so `limit` events after `after` are at most positions
-# after+1 .. after+limit: the reads bound the range too, so that the plan never depends on the
-# table's statistics (without them, e.g. right after a bulk load, PostgreSQL bitmap-scans every
-# event after `after` and sorts them for each chunk: a long replay became quadratic).
-_PG_RANGE = " position > $2 AND position <= LEAST($4, COALESCE($2 + $3, $4))"
-_PG_READ_DATA = ("SELECT position, type, schema_version, data, hash FROM events"
-                 " WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
-_PG_READ_TEXT = ("SELECT position, type, schema_version, data FROM events"
-                 " WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
-_PG_OUTBOX_BATCH = "SELECT id, topic, key, value, headers, cluster, position FROM outbox ORDER BY id LIMIT $1"
-_PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
-            " FROM events WHERE cluster = $1 AND" + _PG_RANGE.replace("$4", "9223372036854775807")
-            + " ORDER BY position LIMIT $3")
-_PG_READ_UNTIL = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
-                  " FROM events WHERE cluster = $1 AND" + _PG_RANGE + " ORDER BY position LIMIT $3")
 
 _HEAD_CACHE_MAX = 10_000
 _MAX_POSITION = 2**63 - 1
 
-
-def _constraint_name(exc: BaseException) -> str | None:
-    """The violated constraint of a driver (or SQLAlchemy-wrapped) integrity error."""
-    for candidate in (exc, getattr(exc, "orig", None), getattr(getattr(exc, "orig", None), "__cause__", None)):
-        name = getattr(candidate, "constraint_name", None)
-        if name:
-            return name
-    return None
-
-
-_DRIVER_UNAVAILABLE = (OSError, ConnectionError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
-                       asyncpg.InterfaceError, asyncpg.exceptions.OperatorInterventionError)
-
-
-def _is_unavailable(exc: BaseException) -> bool:
-    """Does this error mean "the database cannot be reached right now"?"""
-    if isinstance(exc, sa.exc.TimeoutError):  # no connection from the pool in time
-        return True
-    if isinstance(exc, sa.exc.DBAPIError):
-        if exc.connection_invalidated:
-            return True
-        message = str(exc.orig).lower()
-        if "database is locked" in message or "unable to open database" in message:
-            return True
-        chain: BaseException | None = exc.orig
-        while chain is not None:
-            if isinstance(chain, _DRIVER_UNAVAILABLE):
-                return True
-            chain = chain.__cause__
-        return False
-    return isinstance(exc, _DRIVER_UNAVAILABLE)
-
-
-_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
-
-
-def _translating(method: _F) -> _F:
-    """Raise StoreUnavailable for connection-level failures; other errors pass unchanged."""
-    @functools.wraps(method)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await method(*args, **kwargs)
-        except (ConcurrencyConflict, IdempotencyKeyTaken, StoreUnavailable):
-            raise
-        except Exception as exc:
-            if _is_unavailable(exc):
-                raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
-            raise
-    return wrapper  # type: ignore[return-value]
-
-
-_running_writes: set[asyncio.Task[Any]] = set()
-
-
-def _finishes_when_cancelled(method: _F) -> _F:
-    """Run a write in its own task, shielded: cancelling the caller (client gone, shutdown)
-    lets the transaction finish, committed or rolled back, instead of abandoning a connection
-    mid-transaction (which on SQLite would keep the database write-locked). The caller still
-    gets CancelledError, once the write has finished; the write may have been committed."""
-    @functools.wraps(method)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        task = asyncio.ensure_future(method(*args, **kwargs))
-        _running_writes.add(task)
-        task.add_done_callback(_running_writes.discard)
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if not task.done():
-                await asyncio.wait([task])
-            raise
-    return wrapper  # type: ignore[return-value]
 
 
 def _idempotency_record(row: Any) -> IdempotencyRecord:
@@ -388,7 +161,7 @@ class SqlEventStore:
 
     async def _read_head(self, cluster: str) -> tuple[int, str]:
         if not self._is_sqlite:
-            row = await self._pg("fetchrow", _PG_HEAD, cluster)
+            row = await self._pg("fetchrow", PG_HEAD, cluster)
         else:
             async with self._reader.connect() as conn:
                 row = (await conn.execute(sa.select(t_clusters.c.last_position, t_clusters.c.head_hash)
@@ -439,13 +212,13 @@ class SqlEventStore:
         rows, stored = [], []
         for i, (type_, version, data_json, meta_json) in enumerate(prepared):
             position = expected + 1 + i
-            h = _sha256_hex(prev, hash_input(cluster, position, type_, version, data_json, meta_json, recorded_at))
+            h = sha256_hex(prev, hash_input(cluster, position, type_, version, data_json, meta_json, recorded_at))
             rows.append({"cluster": cluster, "position": position, "type": type_, "schema_version": version,
                          "data": data_json, "metadata": meta_json, "recorded_at": recorded_at,
                          "prev_hash": prev, "hash": h})
             stored.append(StoredEvent(cluster, position, type_, version,
-                                      loads(data_json) if echo else None,
-                                      loads(meta_json) if echo else None, recorded_at, prev, h))
+                                      loads(data_json) if echo else NOT_ECHOED,
+                                      loads(meta_json) if echo else NOT_ECHOED, recorded_at, prev, h))
             prev = h
         return rows, stored
 
@@ -461,8 +234,8 @@ class SqlEventStore:
 
     # ------------------------------------------------------------------ writes
 
-    @_translating
-    @_finishes_when_cancelled
+    @translating
+    @finishes_when_cancelled
     async def append(
         self,
         cluster: str,
@@ -533,7 +306,7 @@ class SqlEventStore:
             try:
                 matched = await self._pg("fetchval", sql, *(params[n] for n in names))
             except asyncpg.UniqueViolationError as exc:
-                constraint = _constraint_name(exc)
+                constraint = constraint_name(exc)
                 if constraint == "idempotency_pkey":
                     raise IdempotencyKeyTaken(", ".join(r["key"] for r in idem_rows)) from exc
                 if constraint == "events_pkey":  # cannot happen behind the guard; never fork
@@ -559,7 +332,8 @@ class SqlEventStore:
         on a disconnect), so that a database restart costs one failed call, not one per
         pooled connection."""
         raw_conn = await self._engine.raw_connection()
-        if raw_conn.driver_connection.is_closed():  # the server closed it while it was pooled
+        # the server closed it while it was pooled
+        if raw_conn.driver_connection is None or raw_conn.driver_connection.is_closed():
             await greenlet_spawn(self._engine.sync_engine.pool._invalidate, raw_conn, None)
             raw_conn = await self._engine.raw_connection()  # opened after the invalidation: fresh
         outcome: BaseException | None = None
@@ -570,12 +344,12 @@ class SqlEventStore:
             return result
         except BaseException as exc:
             outcome = exc
-            healthy = isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, _DRIVER_UNAVAILABLE)
+            healthy = isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, DRIVER_UNAVAILABLE)
             raise
         finally:
             if healthy:
                 await greenlet_spawn(raw_conn.close)
-            elif isinstance(outcome, _DRIVER_UNAVAILABLE):
+            elif isinstance(outcome, DRIVER_UNAVAILABLE):
                 await greenlet_spawn(self._engine.sync_engine.pool._invalidate, raw_conn, outcome)
             else:
                 await greenlet_spawn(raw_conn.invalidate)
@@ -640,8 +414,8 @@ class SqlEventStore:
         if outbox_rows:
             await conn.execute(t_outbox.insert(), outbox_rows)
 
-    @_translating
-    @_finishes_when_cancelled
+    @translating
+    @finishes_when_cancelled
     async def record_without_events(
         self,
         *,
@@ -659,7 +433,7 @@ class SqlEventStore:
     # ------------------------------------------------------------------ reads
 
     def _select_events(self, cluster: str, after: int, until: int | None, limit: int | None,
-                       columns: Sequence[Any] = _EVENT_COLS) -> sa.Select:
+                       columns: Sequence[Any] = _EVENT_COLS) -> sa.Select[Any]:
         stmt = (sa.select(*columns)
                 .where(t_events.c.cluster == cluster, t_events.c.position > after)
                 .order_by(t_events.c.position))
@@ -669,7 +443,7 @@ class SqlEventStore:
             stmt = stmt.limit(limit)
         return stmt
 
-    @_translating
+    @translating
     async def read(self, cluster: str, after: int = 0, limit: int | None = None,
                    until: int | None = None) -> list[StoredEvent]:
         """Events with after < position (<= until), in position order, at most `limit`."""
@@ -677,9 +451,9 @@ class SqlEventStore:
             return []
         if not self._is_sqlite:
             if until is None:
-                rows = await self._pg("fetch", _PG_READ, cluster, after, limit)
+                rows = await self._pg("fetch", PG_READ, cluster, after, limit)
             else:
-                rows = await self._pg("fetch", _PG_READ_UNTIL, cluster, after, limit, until)
+                rows = await self._pg("fetch", PG_READ_UNTIL, cluster, after, limit, until)
         else:
             async with self._reader.connect() as conn:
                 rows = (await conn.execute(self._select_events(cluster, after, until, limit))).all()
@@ -700,7 +474,7 @@ class SqlEventStore:
             if len(batch) < chunk:
                 return
 
-    @_translating
+    @translating
     async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
                         until: int | None = None, *, decode: bool = True) -> list[tuple[int, str, int, Any]]:
         """(position, type, schemaVersion, data) of the events read() gives: what folding
@@ -711,10 +485,11 @@ class SqlEventStore:
         if limit is not None and limit <= 0:
             return []
         if not self._is_sqlite and not decode:  # the driver's records as they come (they unpack as 4-tuples)
-            return await self._pg("fetch", _PG_READ_TEXT, cluster, after, limit,
-                                  _MAX_POSITION if until is None else until)
+            records: list[tuple[int, str, int, Any]] = await self._pg(
+                "fetch", PG_READ_TEXT, cluster, after, limit, _MAX_POSITION if until is None else until)
+            return records
         if not self._is_sqlite:
-            rows = await self._pg("fetch", _PG_READ_DATA, cluster, after, limit,
+            rows = await self._pg("fetch", PG_READ_DATA, cluster, after, limit,
                                   _MAX_POSITION if until is None else until)
         else:
             stmt = self._select_events(cluster, after, until, limit,
@@ -729,23 +504,23 @@ class SqlEventStore:
         with gc_paused(len(rows) >= 256):  # as in _convert
             return [(r[0], r[1], r[2], loads(r[3])) for r in rows]
 
-    @_translating
+    @translating
     async def last_position(self, cluster: str) -> int:
         return (await self._read_head(cluster))[0]
 
-    @_translating
+    @translating
     async def clusters(self) -> list[tuple[str, int]]:
         async with self._reader.connect() as conn:
             rows = (await conn.execute(sa.select(t_clusters.c.name, t_clusters.c.last_position)
                                        .order_by(t_clusters.c.name))).all()
         return [(name, int(last)) for name, last in rows]
 
-    @_translating
+    @translating
     async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
                                    ) -> tuple[int, dict[str, IdempotencyRecord]]:
         keys = list(dict.fromkeys(keys))
         if not self._is_sqlite:
-            rows = await self._pg("fetch", _PG_HEAD_AND_IDEMPOTENCY, cluster, keys)
+            rows = await self._pg("fetch", PG_HEAD_AND_IDEMPOTENCY, cluster, keys)
             last = rows[0][0] if rows else None
             records = [r[1:] for r in rows if r[1] is not None]
         else:
@@ -762,10 +537,10 @@ class SqlEventStore:
         found = {r[0]: _idempotency_record(r) for r in records}
         return (0 if last is None else int(last)), found
 
-    @_translating
+    @translating
     async def get_idempotency(self, key: str) -> IdempotencyRecord | None:
         if not self._is_sqlite:
-            row = await self._pg("fetchrow", _PG_IDEMPOTENCY, key)
+            row = await self._pg("fetchrow", PG_IDEMPOTENCY, key)
         else:
             async with self._reader.connect() as conn:
                 row = (await conn.execute(
@@ -775,7 +550,7 @@ class SqlEventStore:
 
     # ------------------------------------------------------------------ audit
 
-    @_translating
+    @translating
     async def verify(self, cluster: str, until: int | None = None) -> VerifyResult:
         """Recompute the hash chain from genesis over the stored rows, in chunks, in one
         consistent snapshot. `events` counts the events verified good; `head` is the hash of
@@ -805,38 +580,23 @@ class SqlEventStore:
                         if position != count + 1 or prev_hash != prev:
                             bad = count + 1
                             break
-                        h = _sha256_hex(prev, hash_input(cluster, position, type_, version, data_json,
-                                                         meta_json, recorded_at))
-                        if h != stored_hash:
-                            try:
-                                envelope = {"cluster": cluster, "position": position, "type": type_,
-                                            "schemaVersion": version, "data": json.loads(data_json),
-                                            "metadata": json.loads(meta_json), "recordedAt": recorded_at}
-                                h = _sha256_hex(prev, canonical_json(envelope))
-                            except ValueError:
-                                h = ""
-                            if h != stored_hash:
-                                bad = position
-                                break
+                        h = checked_hash(prev, cluster, position, type_, version, data_json, meta_json,
+                                         recorded_at, stored_hash)
+                        if h is None:
+                            bad = position
+                            break
                         prev, count = h, count + 1
                     if len(rows) < VERIFY_CHUNK:
                         break
                     after = rows[-1][1]
                 if bad is None:
-                    target = last_recorded if until is None else min(until, last_recorded)
-                    if count < target:
-                        bad = count + 1  # missing at the tail
-                    elif until is None and count > last_recorded:
-                        bad = last_recorded + 1  # rows beyond the recorded head
-                    elif until is None and count and head_row is not None and head_row[1] != prev:
-                        bad = count  # the recorded head does not match the chain
+                    bad = tail_fault(count, last_recorded, until, None if head_row is None else head_row[1], prev)
         return VerifyResult(ok=bad is None, events=count, head=prev, first_bad_position=bad)
-
 
     # ------------------------------------------------------------------ snapshots
 
-    @_translating
-    @_finishes_when_cancelled
+    @translating
+    @finishes_when_cancelled
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         stmt = self._insert(t_snapshots).values(cluster=snapshot.cluster, position=snapshot.position,
                                                 version=snapshot.version, blob=snapshot.blob)
@@ -846,7 +606,7 @@ class SqlEventStore:
         async with self._write_tx() as conn:
             await conn.execute(stmt)
 
-    @_translating
+    @translating
     async def latest_snapshot(self, cluster: str, version: str | Sequence[str],
                               at_or_before: int | None = None) -> Snapshot | None:
         """The latest snapshot of `version` at or before the position; with several versions,
@@ -872,8 +632,8 @@ class SqlEventStore:
             return None
         return Snapshot(cluster=cluster, position=int(top), version=versions[chosen], blob=bytes(row[0]))
 
-    @_translating
-    @_finishes_when_cancelled
+    @translating
+    @finishes_when_cancelled
     async def delete_snapshots(self, cluster: str | None = None) -> None:
         stmt = sa.delete(t_snapshots)
         if cluster is not None:
@@ -883,11 +643,11 @@ class SqlEventStore:
 
     # ------------------------------------------------------------------ outbox and offsets
 
-    @_translating
+    @translating
     async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]:
         """Unsent rows in id order (a cluster's rows are in position order)."""
         if not self._is_sqlite:  # the relay's hot path: asyncpg directly
-            rows = await self._pg("fetch", _PG_OUTBOX_BATCH, limit)
+            rows = await self._pg("fetch", PG_OUTBOX_BATCH, limit)
         else:
             async with self._reader.connect() as conn:
                 rows = (await conn.execute(
@@ -898,8 +658,8 @@ class SqlEventStore:
                            value=bytes(r[3]), headers=_decode_headers(r[4]), cluster=r[5],
                            position=None if r[6] is None else int(r[6])) for r in rows]
 
-    @_translating
-    @_finishes_when_cancelled
+    @translating
+    @finishes_when_cancelled
     async def outbox_done(self, ids: Sequence[int]) -> None:
         """Delete sent rows."""
         ids = list(ids)
@@ -909,7 +669,7 @@ class SqlEventStore:
             for i in range(0, len(ids), _IN_CHUNK):
                 await conn.execute(sa.delete(t_outbox).where(t_outbox.c.id.in_(ids[i:i + _IN_CHUNK])))
 
-    @_translating
+    @translating
     async def stored_offsets(self, group: str, topic: str) -> dict[int, int]:
         async with self._reader.connect() as conn:
             rows = (await conn.execute(
@@ -927,7 +687,7 @@ class SqlEventStore:
         except Exception:  # noqa: BLE001 - health check: any failure means "down"
             return False
 
-    @_translating
+    @translating
     async def schema_is_current(self) -> bool:
         from .migrate import is_current
 

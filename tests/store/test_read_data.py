@@ -1,14 +1,14 @@
-"""read_data(): the lean read that folding uses gives what read() gives, on both backends;
+"""read_data(): the lean read that folding uses gives what read() gives, on every backend;
 stored texts that msgspec refuses still decode (json.loads fallback)."""
 from __future__ import annotations
 
 import pytest
 
-from service.store import NewEvent, SqlEventStore
-from service.store.sql import loads
+from service.store import EventStore, NewEvent
+from service.store.codec import loads
 
 
-async def test_read_data_equals_read(store: SqlEventStore) -> None:
+async def test_read_data_equals_read(store: EventStore) -> None:
     odd = {"big": 2**70, "neg": -(2**65), "float": 0.1, "unicode": "caf\u00e9 \U0001f600", "nested": [{"a": None}]}
     events = [NewEvent("NodeUpserted", {"name": f"n{i}", "i": i, **odd}, {"source": "cli"}, schema_version=1 + i % 2)
               for i in range(12)]

@@ -1,4 +1,7 @@
-"""Conformance suite of the event store: every test runs on PostgreSQL and on SQLite."""
+"""Conformance suite of the event store: every test runs on PostgreSQL, SQLite and the
+in-memory store; those marked sql_only (rows changed through SQL, the head cache) on the SQL
+backends only (tests/store/conftest.py). tests/store/test_memory_store.py checks verify() of
+the in-memory store against tampered rows."""
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +16,10 @@ from service.store import (
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
+    EventStore,
     IdempotencyKeyTaken,
     IdempotencyRecord,
+    MemoryEventStore,
     NewEvent,
     Snapshot,
     SqlEventStore,
@@ -30,7 +35,7 @@ def ev(i: int, **extra) -> NewEvent:
                     metadata={"source": "http", "commandId": f"c{i}"})
 
 
-async def fill(store: SqlEventStore, cluster: str, n: int, per_append: int = 3) -> None:
+async def fill(store: EventStore, cluster: str, n: int, per_append: int = 3) -> None:
     position = await store.last_position(cluster)
     while n > 0:
         k = min(per_append, n)
@@ -39,12 +44,17 @@ async def fill(store: SqlEventStore, cluster: str, n: int, per_append: int = 3) 
         n -= k
 
 
-async def sql(store: SqlEventStore, statement: str, **params) -> None:
+async def sql(store: EventStore, statement: str, **params) -> None:
+    assert isinstance(store, SqlEventStore)
     async with store.engine.begin() as conn:
         await conn.execute(sa.text(statement), params)
 
 
-async def counts(store: SqlEventStore) -> dict[str, int]:
+async def counts(store: EventStore) -> dict[str, int]:
+    """Rows per table: SELECT count(*) on SQL, the same counts from the in-memory store."""
+    if isinstance(store, MemoryEventStore):
+        return store.row_counts()
+    assert isinstance(store, SqlEventStore)
     async with store.engine.connect() as conn:
         return {t: (await conn.execute(sa.text(f"SELECT count(*) FROM {t}"))).scalar_one()
                 for t in ("events", "clusters", "idempotency", "outbox", "consumer_offsets")}
@@ -52,7 +62,7 @@ async def counts(store: SqlEventStore) -> dict[str, int]:
 
 # ----------------------------------------------------------------------------- positions
 
-async def test_positions_are_gapless_from_one(store: SqlEventStore) -> None:
+async def test_positions_are_gapless_from_one(store: EventStore) -> None:
     first = await store.append("prod", 0, [ev(1), ev(2)])
     assert [e.position for e in first] == [1, 2]
     second = await store.append("prod", 2, [ev(3)])
@@ -74,7 +84,7 @@ async def test_positions_are_gapless_from_one(store: SqlEventStore) -> None:
     assert chunks == [[1, 2], [3]]
 
 
-async def test_expected_position_conflict_writes_nothing(store: SqlEventStore) -> None:
+async def test_expected_position_conflict_writes_nothing(store: EventStore) -> None:
     await store.append("prod", 0, [ev(1), ev(2)])
     before = await counts(store)
     extras = dict(idempotency=[IdempotencyRecord("k", "f", 201, {"x": 1}, "prod", 3)],
@@ -105,7 +115,7 @@ def independent_hash(prev: str, e: dict) -> str:
     return hashlib.sha256(prev.encode("utf-8") + text.encode("utf-8")).hexdigest()
 
 
-async def test_hash_chain_matches_an_independent_recomputation(store: SqlEventStore) -> None:
+async def test_hash_chain_matches_an_independent_recomputation(store: EventStore) -> None:
     await store.append("prod", 0, [
         NewEvent("WorkloadSubmitted", {"zeta": [3, 1.5, None, True], "alpha": {"b": 2, "a": "ü ✓ \"q\""}},
                  {"source": "kafka", "causationPosition": None}, schema_version=2),
@@ -125,17 +135,28 @@ async def test_hash_chain_matches_an_independent_recomputation(store: SqlEventSt
     result = await store.verify("prod")
     assert (result.ok, result.events, result.head, result.first_bad_position) == (True, 4, prev, None)
     # the stored text is the canonical JSON that was hashed, byte for byte
-    async with store.engine.connect() as conn:
-        data = (await conn.execute(sa.text("SELECT data FROM events WHERE position = 1"))).scalar_one()
+    data = (await store.read_data("prod", until=1, decode=False))[0][3]
     assert data == '{"alpha":{"a":"\\u00fc \\u2713 \\"q\\"","b":2},"zeta":[3,1.5,null,true]}'
 
 
-async def test_verify_of_an_unknown_cluster_is_an_empty_good_chain(store: SqlEventStore) -> None:
+async def test_verify_of_an_unknown_cluster_is_an_empty_good_chain(store: EventStore) -> None:
     result = await store.verify("nope")
     assert (result.ok, result.events, result.head, result.first_bad_position) == (True, 0, ZEROS, None)
 
 
-async def test_verify_streams_in_chunks_and_honours_until(store: SqlEventStore, monkeypatch) -> None:
+async def test_verify_honours_until(store: EventStore) -> None:
+    await fill(store, "prod", 13, per_append=5)
+    events = await store.read("prod")
+    full = await store.verify("prod")
+    assert (full.ok, full.events, full.head, full.first_bad_position) == (True, 13, events[-1].hash, None)
+    for until in (0, 1, 6, 13, 20):
+        part = await store.verify("prod", until=until)
+        head = events[min(until, 13) - 1].hash if until else ZEROS
+        assert (part.ok, part.events, part.head) == (True, min(until, 13), head), until
+
+
+@pytest.mark.sql_only
+async def test_verify_streams_in_chunks_and_honours_until(store: EventStore, monkeypatch) -> None:
     monkeypatch.setattr(sql_module, "VERIFY_CHUNK", 4)
     await fill(store, "prod", 13, per_append=5)
     full = await store.verify("prod")
@@ -149,7 +170,8 @@ async def test_verify_streams_in_chunks_and_honours_until(store: SqlEventStore, 
     assert (bad.ok, bad.events, bad.first_bad_position) == (False, 8, 9)
 
 
-async def test_tampering_with_a_row_is_detected(store: SqlEventStore) -> None:
+@pytest.mark.sql_only
+async def test_tampering_with_a_row_is_detected(store: EventStore) -> None:
     await fill(store, "prod", 6)
     await fill(store, "other", 3)
     await sql(store, "UPDATE events SET data = :d WHERE cluster = 'prod' AND position = 4",
@@ -160,16 +182,18 @@ async def test_tampering_with_a_row_is_detected(store: SqlEventStore) -> None:
     assert (await store.verify("other")).ok
 
 
+@pytest.mark.sql_only
 @pytest.mark.parametrize("column,value", [("metadata", '{"source":"cli"}'), ("recorded_at", "2020-01-01T00:00:00.000000Z"),
                                           ("hash", "f" * 64), ("prev_hash", "e" * 64), ("schema_version", 7)])
-async def test_tampering_with_any_column_is_detected(store: SqlEventStore, column: str, value) -> None:
+async def test_tampering_with_any_column_is_detected(store: EventStore, column: str, value) -> None:
     await fill(store, "prod", 5)
     await sql(store, f"UPDATE events SET {column} = :v WHERE position = 2", v=value)
     result = await store.verify("prod")
     assert (result.ok, result.first_bad_position) == (False, 2)
 
 
-async def test_equivalent_but_reformatted_json_still_verifies(store: SqlEventStore) -> None:
+@pytest.mark.sql_only
+async def test_equivalent_but_reformatted_json_still_verifies(store: EventStore) -> None:
     """verify() checks what an auditor holding an export can check: the event's JSON value."""
     await store.append("prod", 0, [NewEvent("T", {"b": 1, "a": [1, 2]}, {})])
     await sql(store, "UPDATE events SET data = :d WHERE position = 1", d='{ "a": [1, 2], "b": 1 }')
@@ -180,15 +204,17 @@ async def test_equivalent_but_reformatted_json_still_verifies(store: SqlEventSto
     assert (await store.verify("prod")).first_bad_position == 1
 
 
+@pytest.mark.sql_only
 @pytest.mark.parametrize("deleted,first_bad", [(1, 1), (3, 3), (6, 6)])
-async def test_a_deleted_row_is_detected(store: SqlEventStore, deleted: int, first_bad: int) -> None:
+async def test_a_deleted_row_is_detected(store: EventStore, deleted: int, first_bad: int) -> None:
     await fill(store, "prod", 6)
     await sql(store, "DELETE FROM events WHERE cluster = 'prod' AND position = :p", p=deleted)
     result = await store.verify("prod")
     assert (result.ok, result.first_bad_position, result.events) == (False, first_bad, first_bad - 1)
 
 
-async def test_swapped_rows_are_detected(store: SqlEventStore) -> None:
+@pytest.mark.sql_only
+async def test_swapped_rows_are_detected(store: EventStore) -> None:
     await fill(store, "prod", 4)
     async with store.engine.begin() as conn:
         rows = (await conn.execute(sa.text(
@@ -200,7 +226,7 @@ async def test_swapped_rows_are_detected(store: SqlEventStore) -> None:
 
 # ----------------------------------------------------------------------------- idempotency
 
-async def test_idempotency_record_round_trip(store: SqlEventStore) -> None:
+async def test_idempotency_record_round_trip(store: EventStore) -> None:
     record = IdempotencyRecord("key-1", "a" * 64, 201, {"position": 2, "name": "é"}, "prod", 2)
     await store.append("prod", 0, [ev(1), ev(2)], idempotency=[record])
     assert await store.get_idempotency("key-1") == record
@@ -210,7 +236,7 @@ async def test_idempotency_record_round_trip(store: SqlEventStore) -> None:
     assert await store.get_idempotency("key-2") == bare
 
 
-async def test_append_without_echo_returns_the_same_positions_and_hashes(store: SqlEventStore) -> None:
+async def test_append_without_echo_returns_the_same_positions_and_hashes(store: EventStore) -> None:
     quiet = await store.append("prod", 0, [ev(1), ev(2)], echo=False)
     assert [(e.position, e.data, e.metadata) for e in quiet] == [(1, None, None), (2, None, None)]
     assert [(e.position, e.hash, e.prev_hash) for e in quiet] == \
@@ -218,7 +244,7 @@ async def test_append_without_echo_returns_the_same_positions_and_hashes(store: 
     assert (await store.verify("prod")).ok
 
 
-async def test_head_and_idempotency_reads_both_together(store: SqlEventStore) -> None:
+async def test_head_and_idempotency_reads_both_together(store: EventStore) -> None:
     assert await store.head_and_idempotency("prod", []) == (0, {})
     assert await store.head_and_idempotency("prod", ["nope"]) == (0, {})
     one = IdempotencyRecord("k-1", "f" * 64, 201, {"n": 1}, "prod", 1)
@@ -234,7 +260,7 @@ async def test_head_and_idempotency_reads_both_together(store: SqlEventStore) ->
     assert (await store.head_and_idempotency("other", ["k-3"]))[0] == 0
 
 
-async def test_a_taken_idempotency_key_raises_and_writes_nothing(store: SqlEventStore) -> None:
+async def test_a_taken_idempotency_key_raises_and_writes_nothing(store: EventStore) -> None:
     await store.append("prod", 0, [ev(1)], idempotency=[IdempotencyRecord("k", "f1", 201, {"a": 1}, "prod", 1)])
     before = await counts(store)
     extras = dict(offsets=[ConsumedOffset("g", "in", 0, 10)], dead_letters=[DeadLetter("dlq", None, b"v")],
@@ -261,7 +287,7 @@ async def test_a_taken_idempotency_key_raises_and_writes_nothing(store: SqlEvent
 
 # ----------------------------------------------------------------------------- outbox, offsets
 
-async def test_outbox_rows_in_order_and_done_removes_them(store: SqlEventStore) -> None:
+async def test_outbox_rows_in_order_and_done_removes_them(store: EventStore) -> None:
     a = await store.append("a", 0, [ev(1), ev(2)], outbox_topic="gangplank.decisions")
     await store.record_without_events(dead_letters=[
         DeadLetter("gangplank.commands.dlq", None, b"\xff not json",
@@ -295,7 +321,7 @@ async def test_outbox_rows_in_order_and_done_removes_them(store: SqlEventStore) 
     await store.outbox_done([])
 
 
-async def test_consumed_offsets_upsert(store: SqlEventStore) -> None:
+async def test_consumed_offsets_upsert(store: EventStore) -> None:
     await store.append("prod", 0, [ev(1)], offsets=[ConsumedOffset("g", "in", 0, 5), ConsumedOffset("g", "in", 1, 2)])
     assert await store.stored_offsets("g", "in") == {0: 5, 1: 2}
     await store.append("prod", 1, [ev(2)], offsets=[ConsumedOffset("g", "in", 0, 6)])
@@ -310,7 +336,7 @@ async def test_consumed_offsets_upsert(store: SqlEventStore) -> None:
 
 # ----------------------------------------------------------------------------- snapshots
 
-async def test_snapshots(store: SqlEventStore) -> None:
+async def test_snapshots(store: EventStore) -> None:
     assert await store.latest_snapshot("prod", "v1") is None
     for position in (10, 20, 30):
         await store.save_snapshot(Snapshot("prod", position, "v1", b"state@%d" % position))
@@ -341,7 +367,7 @@ async def test_snapshots(store: SqlEventStore) -> None:
 
 # ----------------------------------------------------------------------------- concurrency
 
-async def test_two_writers_race_one_wins_no_gap_no_fork(store: SqlEventStore, other_store: SqlEventStore) -> None:
+async def test_two_writers_race_one_wins_no_gap_no_fork(store: EventStore, other_store: EventStore) -> None:
     await store.append("prod", 0, [ev(0)])
     await other_store.read("prod")  # both stores know the head
     position = 1
@@ -368,9 +394,9 @@ async def test_two_writers_race_one_wins_no_gap_no_fork(store: SqlEventStore, ot
     assert [i.position for i in await store.outbox_batch(limit=1000)] == list(range(2, position + 1))
 
 
-async def test_many_writers_with_retries_keep_the_stream_gapless(store: SqlEventStore,
-                                                                 other_store: SqlEventStore) -> None:
-    async def writer(s: SqlEventStore, name: str, appends: int) -> int:
+async def test_many_writers_with_retries_keep_the_stream_gapless(store: EventStore,
+                                                                 other_store: EventStore) -> None:
+    async def writer(s: EventStore, name: str, appends: int) -> int:
         conflicts = 0
         done = 0
         while done < appends:
@@ -403,8 +429,10 @@ async def test_many_writers_with_retries_keep_the_stream_gapless(store: SqlEvent
     assert (result.ok, result.events) == (True, 80)
 
 
-async def test_a_stale_cached_head_is_never_trusted(store: SqlEventStore) -> None:
+@pytest.mark.sql_only
+async def test_a_stale_cached_head_is_never_trusted(store: EventStore) -> None:
     await store.append("prod", 0, [ev(1), ev(2)])
+    assert isinstance(store, SqlEventStore)
     store._heads["prod"] = (2, "f" * 64)  # as if the database had been replaced behind our back
     assert [e.position for e in await store.append("prod", 2, [ev(3)])] == [3]
     assert (await store.verify("prod")).ok
@@ -412,9 +440,12 @@ async def test_a_stale_cached_head_is_never_trusted(store: SqlEventStore) -> Non
 
 # ----------------------------------------------------------------------------- health, schema
 
-async def test_ping_and_schema(store: SqlEventStore, tmp_path) -> None:
+async def test_ping_and_schema(store: EventStore) -> None:
     assert await store.ping()
     assert await store.schema_is_current()
+
+
+async def test_a_never_migrated_database_is_not_current(tmp_path) -> None:
     bare = SqlEventStore(f"sqlite+aiosqlite:///{tmp_path / 'never-migrated.db'}")
     try:
         assert not await bare.schema_is_current()
@@ -422,7 +453,7 @@ async def test_ping_and_schema(store: SqlEventStore, tmp_path) -> None:
         await bare.close()
 
 
-async def test_cancelled_appends_leave_a_consistent_stream(store: SqlEventStore) -> None:
+async def test_cancelled_appends_leave_a_consistent_stream(store: EventStore) -> None:
     """A request cancelled mid-append (client gone, shutdown) commits all of it or nothing,
     and the store stays usable."""
     await store.append("prod", 0, [ev(0)])

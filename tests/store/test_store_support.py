@@ -18,9 +18,9 @@ from service.store import (
     open_store,
 )
 from service.store.base import StoreUnavailable, canonical_record_json, chain_hash
+from service.store.codec import envelope_json, hash_input
 from service.store.migrate import head_revisions, schema_is_current, upgrade
 from service.store.schema import ALL_TABLES
-from service.store.sql import envelope_json, hash_input
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
@@ -104,11 +104,11 @@ async def test_an_unreachable_database_raises_store_unavailable() -> None:
 
 
 async def test_a_locked_sqlite_database_raises_store_unavailable(tmp_path, monkeypatch) -> None:
-    from service.store import sql as sql_module
+    from service.store import engine as engine_module
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'locked.db'}"
     await upgrade(url)
-    monkeypatch.setattr(sql_module, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(engine_module, "SQLITE_BUSY_TIMEOUT_MS", 50)
     holder, store = open_store(url), open_store(url)
     try:
         async with holder.engine.connect() as conn:

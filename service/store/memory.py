@@ -1,0 +1,377 @@
+"""The in-memory event store: `EventStore` without a database, for tests and quick runs.
+
+    open_store("memory://")         # a private, empty store
+    open_store("memory://name")     # the process-wide database `name`: every store opened on
+                                    # it sees the same events (as two SQL stores on one database)
+
+It keeps what the SQL tables keep (service/store/schema.py) and writes it the same way: the
+canonical JSON texts, hashed and chained with the same functions (service/store/codec.py), so
+that hashes, outbox values and verify() agree with SQLite and PostgreSQL byte for byte. The
+same conformance suite (tests/store/) runs against all three.
+
+Atomicity: every write checks everything (position, idempotency keys) before it changes
+anything, under one lock per database and with no await in between, so an append happens
+whole or not at all, also when its task is cancelled or another thread writes. Every call
+first yields to the event loop once, as a database round trip would, so that concurrent
+writers interleave (and conflict) as they do on a real database, and no polling loop that
+awaits only the store can starve the others. Nothing is durable: a named database lives until
+the process ends or `discard_database(name)`.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, NamedTuple
+
+from service.clock import utc_now
+
+from .base import (
+    GENESIS_HASH,
+    NOT_ECHOED,
+    ConcurrencyConflict,
+    ConsumedOffset,
+    DeadLetter,
+    IdempotencyKeyTaken,
+    IdempotencyRecord,
+    NewEvent,
+    OutboxItem,
+    Snapshot,
+    StoredEvent,
+    VerifyResult,
+    canonical_record_json,
+)
+from .codec import checked_hash, envelope_json, hash_input, loads, sha256_hex, tail_fault
+
+SCHEME = "memory://"
+
+
+class _Row(NamedTuple):
+    """An events row: the canonical texts that were hashed, as the SQL tables keep them."""
+    position: int
+    type: str
+    schema_version: int
+    data: str
+    metadata: str
+    recorded_at: str
+    prev_hash: str
+    hash: str
+
+
+# key -> (fingerprint, status, canonical body, cluster, position)
+_IdempotencyRow = tuple[str, int, str, str | None, int | None]
+# outbox id -> (topic, key, value, headers, cluster, position)
+_OutboxRow = tuple[str, bytes | None, bytes, tuple[tuple[str, bytes], ...], str | None, int | None]
+
+
+class _Database:
+    """The tables: what a SQL database on one URL holds."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: dict[str, list[_Row]] = {}
+        self.heads: dict[str, tuple[int, str]] = {}  # the clusters table: last position, head hash
+        self.idempotency: dict[str, _IdempotencyRow] = {}
+        self.outbox: dict[int, _OutboxRow] = {}  # insertion order is id order
+        self.outbox_ids = itertools.count(1)
+        self.offsets: dict[tuple[str, str, int], int] = {}
+        self.snapshots: dict[str, dict[tuple[int, str], bytes]] = {}
+
+
+_DATABASES: dict[str, _Database] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def discard_database(name: str) -> None:
+    """Forget the named database (stores still open on it keep their copy)."""
+    with _REGISTRY_LOCK:
+        _DATABASES.pop(name, None)
+
+
+def is_memory_url(url: str) -> bool:
+    return url.startswith(SCHEME)
+
+
+def _database(url: str) -> _Database:
+    if not is_memory_url(url):
+        raise ValueError(f"not an in-memory store URL: {url!r} (use memory:// or memory://name)")
+    name = url[len(SCHEME):].strip("/")
+    if not name:
+        return _Database()
+    with _REGISTRY_LOCK:
+        return _DATABASES.setdefault(name, _Database())
+
+
+def _idempotency_rows(records: Sequence[IdempotencyRecord]) -> dict[str, _IdempotencyRow]:
+    rows = {r.key: (r.fingerprint, int(r.status), canonical_record_json(r.body), r.cluster, r.position)
+            for r in records}
+    if len(rows) != len(records):
+        raise IdempotencyKeyTaken("the same idempotency key twice in one append")
+    return rows
+
+
+def _dead_letter_rows(dead_letters: Sequence[DeadLetter]) -> list[_OutboxRow]:
+    return [(d.topic, None if d.key is None else bytes(d.key), bytes(d.value),
+             tuple((name, bytes(value)) for name, value in d.headers), None, None) for d in dead_letters]
+
+
+def _idempotency_record(key: str, row: _IdempotencyRow) -> IdempotencyRecord:
+    return IdempotencyRecord(key=key, fingerprint=row[0], status=row[1], body=loads(row[2]),
+                             cluster=row[3], position=row[4])
+
+
+def _stored(cluster: str, row: _Row, echo: bool = True) -> StoredEvent:
+    return StoredEvent(cluster, row.position, row.type, row.schema_version,
+                       loads(row.data) if echo else NOT_ECHOED, loads(row.metadata) if echo else NOT_ECHOED,
+                       row.recorded_at, row.prev_hash, row.hash)
+
+
+class MemoryEventStore:
+    """EventStore (service.store.base) in this process's memory. See the module docstring."""
+
+    def __init__(self, url: str = SCHEME):
+        self.url = url
+        self._db = _database(url)
+
+    # ------------------------------------------------------------------ writes
+
+    async def append(
+        self,
+        cluster: str,
+        expected_position: int,
+        events: Sequence[NewEvent],
+        *,
+        idempotency: Sequence[IdempotencyRecord] = (),
+        offsets: Sequence[ConsumedOffset] = (),
+        dead_letters: Sequence[DeadLetter] = (),
+        outbox_topic: str | None = None,
+        echo: bool = True,
+    ) -> list[StoredEvent]:
+        """See EventStore.append."""
+        if expected_position < 0:
+            raise ValueError("expected_position must be >= 0")
+        # Serialise before the lock: the canonical texts that are stored and hashed.
+        prepared = [(e.type, int(e.schema_version), canonical_record_json(e.data),
+                     canonical_record_json(e.metadata)) for e in events]
+        idem_rows = _idempotency_rows(idempotency)
+        dead_rows = _dead_letter_rows(dead_letters)
+        await asyncio.sleep(0)
+        db = self._db
+        with db.lock:  # checks first, then changes that cannot fail: all or nothing
+            last, prev = db.heads.get(cluster, (0, GENESIS_HASH))
+            if last != expected_position:
+                raise ConcurrencyConflict(cluster, expected_position, last)
+            self._check_keys(idem_rows)
+            rows: list[_Row] = []
+            if prepared:
+                recorded_at = utc_now()
+                for i, (type_, version, data_json, meta_json) in enumerate(prepared, start=expected_position + 1):
+                    h = sha256_hex(prev, hash_input(cluster, i, type_, version, data_json, meta_json, recorded_at))
+                    rows.append(_Row(i, type_, version, data_json, meta_json, recorded_at, prev, h))
+                    prev = h
+                db.events.setdefault(cluster, []).extend(rows)
+                db.heads[cluster] = (rows[-1].position, rows[-1].hash)
+            outbox_rows = dead_rows
+            if outbox_topic is not None:
+                key = cluster.encode("utf-8")
+                outbox_rows = dead_rows + [
+                    (outbox_topic, key, envelope_json(cluster, r.position, r.type, r.schema_version, r.data,
+                                                      r.metadata, r.recorded_at, r.prev_hash, r.hash).encode("utf-8"),
+                     (), cluster, r.position) for r in rows]
+            self._write_extras(idem_rows, offsets, outbox_rows)
+        return [_stored(cluster, r, echo) for r in rows]
+
+    async def record_without_events(
+        self,
+        *,
+        idempotency: Sequence[IdempotencyRecord] = (),
+        offsets: Sequence[ConsumedOffset] = (),
+        dead_letters: Sequence[DeadLetter] = (),
+    ) -> None:
+        idem_rows = _idempotency_rows(idempotency)
+        dead_rows = _dead_letter_rows(dead_letters)
+        await asyncio.sleep(0)
+        with self._db.lock:
+            self._check_keys(idem_rows)
+            self._write_extras(idem_rows, offsets, dead_rows)
+
+    def _check_keys(self, idem_rows: dict[str, _IdempotencyRow]) -> None:
+        taken = [key for key in idem_rows if key in self._db.idempotency]
+        if taken:
+            raise IdempotencyKeyTaken(", ".join(sorted(taken)))
+
+    def _write_extras(self, idem_rows: dict[str, _IdempotencyRow], offsets: Sequence[ConsumedOffset],
+                      outbox_rows: list[_OutboxRow]) -> None:
+        """Under the lock, after the checks."""
+        db = self._db
+        db.idempotency.update(idem_rows)
+        for o in offsets:  # the last one of a partition wins, as in the SQL upsert
+            db.offsets[(o.group, o.topic, int(o.partition))] = int(o.offset)
+        for row in outbox_rows:
+            db.outbox[next(db.outbox_ids)] = row
+
+    # ------------------------------------------------------------------ reads
+
+    def _rows(self, cluster: str, after: int, limit: int | None, until: int | None) -> list[_Row]:
+        """Positions are gapless from 1, so the row at position p is rows[p - 1]."""
+        if limit is not None and limit <= 0:
+            return []
+        start = max(after, 0)
+        stop = None if until is None else max(until, start)
+        if limit is not None:
+            stop = start + limit if stop is None else min(stop, start + limit)
+        with self._db.lock:
+            return self._db.events.get(cluster, [])[start:stop]
+
+    async def read(self, cluster: str, after: int = 0, limit: int | None = None,
+                   until: int | None = None) -> list[StoredEvent]:
+        """Events with after < position (<= until), in position order, at most `limit`."""
+        await asyncio.sleep(0)
+        return [_stored(cluster, r) for r in self._rows(cluster, after, limit, until)]
+
+    async def stream(self, cluster: str, after: int = 0, until: int | None = None,
+                     chunk: int = 5_000) -> AsyncIterator[list[StoredEvent]]:
+        """read() in chunks, as SqlEventStore.stream."""
+        while True:
+            batch = await self.read(cluster, after=after, limit=chunk, until=until)
+            if not batch:
+                return
+            yield batch
+            after = batch[-1].position
+            if len(batch) < chunk:
+                return
+
+    async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
+                        until: int | None = None, *, decode: bool = True) -> list[tuple[int, str, int, Any]]:
+        """(position, type, schemaVersion, data) of the events read() gives; decode=False:
+        data is the stored canonical JSON text."""
+        await asyncio.sleep(0)
+        rows = self._rows(cluster, after, limit, until)
+        if not decode:
+            return [(r.position, r.type, r.schema_version, r.data) for r in rows]
+        return [(r.position, r.type, r.schema_version, loads(r.data)) for r in rows]
+
+    async def last_position(self, cluster: str) -> int:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            return self._db.heads.get(cluster, (0, GENESIS_HASH))[0]
+
+    async def clusters(self) -> list[tuple[str, int]]:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            return sorted((name, last) for name, (last, _) in self._db.heads.items())
+
+    async def get_idempotency(self, key: str) -> IdempotencyRecord | None:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            row = self._db.idempotency.get(key)
+        return None if row is None else _idempotency_record(key, row)
+
+    async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
+                                   ) -> tuple[int, dict[str, IdempotencyRecord]]:
+        await asyncio.sleep(0)
+        db = self._db
+        with db.lock:  # one consistent view, as the one statement on PostgreSQL
+            last = db.heads.get(cluster, (0, GENESIS_HASH))[0]
+            found = {key: db.idempotency[key] for key in keys if key in db.idempotency}
+        return last, {key: _idempotency_record(key, row) for key, row in found.items()}
+
+    # ------------------------------------------------------------------ audit
+
+    async def verify(self, cluster: str, until: int | None = None) -> VerifyResult:
+        """Recompute the hash chain from genesis over the stored rows, with the checks and
+        the answer of SqlEventStore.verify (the same functions)."""
+        await asyncio.sleep(0)
+        with self._db.lock:  # rows are immutable: a copy of the list is a consistent snapshot
+            rows = list(self._db.events.get(cluster, ()))
+            head = self._db.heads.get(cluster)
+        prev, count, bad = GENESIS_HASH, 0, None
+        for r in rows:
+            if until is not None and r.position > until:
+                break
+            if r.position != count + 1 or r.prev_hash != prev:
+                bad = count + 1
+                break
+            h = checked_hash(prev, cluster, r.position, r.type, r.schema_version, r.data, r.metadata,
+                             r.recorded_at, r.hash)
+            if h is None:
+                bad = r.position
+                break
+            prev, count = h, count + 1
+        if bad is None:
+            last_recorded = 0 if head is None else head[0]
+            bad = tail_fault(count, last_recorded, until, None if head is None else head[1], prev)
+        return VerifyResult(ok=bad is None, events=count, head=prev, first_bad_position=bad)
+
+    # ------------------------------------------------------------------ snapshots
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            self._db.snapshots.setdefault(snapshot.cluster, {})[(snapshot.position, snapshot.version)] = \
+                bytes(snapshot.blob)
+
+    async def latest_snapshot(self, cluster: str, version: str | Sequence[str],
+                              at_or_before: int | None = None) -> Snapshot | None:
+        """The latest of these versions at or before the position (earlier-listed wins ties)."""
+        versions = [version] if isinstance(version, str) else list(version)
+        await asyncio.sleep(0)
+        with self._db.lock:
+            stored = dict(self._db.snapshots.get(cluster, {}))
+        candidates = [(position, -versions.index(v), v) for position, v in stored
+                      if v in versions and (at_or_before is None or position <= at_or_before)]
+        if not candidates:
+            return None
+        position, _, chosen = max(candidates)
+        return Snapshot(cluster=cluster, position=position, version=chosen, blob=stored[(position, chosen)])
+
+    async def delete_snapshots(self, cluster: str | None = None) -> None:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            if cluster is None:
+                self._db.snapshots.clear()
+            else:
+                self._db.snapshots.pop(cluster, None)
+
+    # ------------------------------------------------------------------ outbox and offsets
+
+    async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]:
+        """Unsent rows in id order (a cluster's rows are in position order)."""
+        await asyncio.sleep(0)
+        with self._db.lock:
+            rows = list(itertools.islice(self._db.outbox.items(), max(limit, 0)))
+        return [OutboxItem(id=i, topic=topic, key=key, value=value, headers=list(headers),
+                           cluster=cluster, position=position)
+                for i, (topic, key, value, headers, cluster, position) in rows]
+
+    async def outbox_done(self, ids: Sequence[int]) -> None:
+        """Delete sent rows."""
+        await asyncio.sleep(0)
+        with self._db.lock:
+            for i in ids:
+                self._db.outbox.pop(i, None)
+
+    async def stored_offsets(self, group: str, topic: str) -> dict[int, int]:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            return {p: o for (g, t, p), o in self._db.offsets.items() if g == group and t == topic}
+
+    # ------------------------------------------------------------------ health
+
+    async def ping(self) -> bool:
+        return True
+
+    async def schema_is_current(self) -> bool:
+        return True  # no schema to migrate
+
+    async def close(self) -> None:
+        """Nothing to release; the data stays (a named database: for the next store on it)."""
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table, named as the SQL tables (tests: "nothing was written")."""
+        db = self._db
+        with db.lock:
+            return {"events": sum(len(rows) for rows in db.events.values()), "clusters": len(db.heads),
+                    "idempotency": len(db.idempotency), "outbox": len(db.outbox),
+                    "consumer_offsets": len(db.offsets)}
