@@ -60,6 +60,7 @@ class Controller:
     owned: dict[Path, Owned] = field(default_factory=dict)
     nodes: dict[tuple[str, str, str, str], str | None] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)
+    head: int = 0  # the feed's last position when this run started
 
     # -- the folder ---------------------------------------------------------------------------
     async def sync(self) -> None:
@@ -91,6 +92,8 @@ class Controller:
             self.refused[path] = text
             self.report(f"refused {namespace}/{body['name']}: {exc}".replace("\n", " |"))
             return
+        if view.position <= self.head:  # an answer replayed from before this run: read what holds now
+            view = await self.client.get_workload(namespace, body["name"])
         self.owned[path] = Owned(namespace, body["name"], key, text)
         self.report(f"submitted {namespace}/{body['name']} {view.status.phase}")
         self.observe_view(view)
@@ -152,8 +155,8 @@ class Controller:
 
     async def run(self, interval: float = 0.5, stop: asyncio.Event | None = None) -> None:
         """Follow the feed from now, and the folder every `interval` seconds, until `stop` is set."""
-        head = (await self.client.events(after=0, limit=1)).last_position
-        feed = asyncio.create_task(self.follow(head))
+        self.head = (await self.client.events(after=0, limit=1)).last_position
+        feed = asyncio.create_task(self.follow(self.head))
         try:
             while stop is None or not stop.is_set():
                 await self.sync()

@@ -32,7 +32,10 @@ def load(manifests: Manifests) -> list[Obj]:
     if isinstance(manifests, bytes):
         manifests = manifests.decode("utf-8")
     if isinstance(manifests, str):
-        docs: list[Any] = [d for d in yaml.safe_load_all(manifests) if d is not None]
+        try:
+            docs: list[Any] = [d for d in yaml.safe_load_all(manifests) if d is not None]
+        except yaml.YAMLError as exc:
+            raise ValueError(f"the manifests are not valid YAML or JSON: {exc}") from exc
     elif isinstance(manifests, Mapping):
         docs = [manifests]
     else:
