@@ -56,7 +56,8 @@ class Toleration(Model):
     key: str | None = None
     operator: Literal["Equal", "Exists"] | None = None
     value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None  # "": every effect
+    toleration_seconds: int | None = None  # in the schema, refused by the server (the decider reads no clock)
 
 
 class Affinity(Model):

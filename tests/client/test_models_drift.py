@@ -77,11 +77,15 @@ def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 
 
 def compare(model: dict[str, Any], contract: dict[str, Any], model_root: dict[str, Any],
-            contract_root: dict[str, Any], path: str) -> list[str]:
+            contract_root: dict[str, Any], path: str, seen: set[tuple[int, int]] | None = None) -> list[str]:
     """Where a model's JSON schema and a contract's disagree: fields, enum values, primitive types."""
     mine, theirs = _resolve(model, model_root), _resolve(contract, contract_root)
     if "anyOf" in mine or "anyOf" in theirs or not theirs:
         return []  # a union (a quantity: string or integer), or not described: nothing to compare
+    seen = set() if seen is None else seen
+    if (id(mine), id(theirs)) in seen:
+        return []  # a recursive definition (composite pod groups hold composite pod groups), compared once
+    seen.add((id(mine), id(theirs)))
     problems = []
     if "enum" in mine and "enum" in theirs and set(mine["enum"]) - {None} != set(theirs["enum"]) - {None}:
         problems.append(f"{path}: values {sorted(mine['enum'])} here, {sorted(theirs['enum'])} in the contract")
@@ -96,9 +100,10 @@ def compare(model: dict[str, Any], contract: dict[str, Any], model_root: dict[st
                 problems.append(f"{path}.{name}: in the client's model, not in the contract")
         for name in sorted(set(mine["properties"]) & set(theirs["properties"])):
             problems += compare(mine["properties"][name], theirs["properties"][name], model_root, contract_root,
-                                f"{path}.{name}")
+                                f"{path}.{name}", seen)
     if mine.get("type") == "array" and theirs.get("type") == "array":
-        problems += compare(mine.get("items", {}), theirs.get("items", {}), model_root, contract_root, f"{path}[]")
+        problems += compare(mine.get("items", {}), theirs.get("items", {}), model_root, contract_root, f"{path}[]",
+                            seen)
     return problems
 
 
