@@ -16,12 +16,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from service.cli.client_commands import register as register_client_commands
 from service.config import Settings, default_database_url
 
 app = typer.Typer(help="Gangplank: an event-sourced gang scheduler.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 audit_app = typer.Typer(help="Audit a cluster's stream.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
+register_client_commands(app)  # submit, get workloads, describe (service/cli/client_commands.py)
 console = Console(stderr=True)
 out = Console()
 

@@ -1,0 +1,226 @@
+"""`Client` and `AsyncClient`: the same methods, blocking or awaitable (shared/spec/client.md).
+
+Each method is defined once, in `Calls` (what to send and how to read the answer); `_blocking` and
+`_awaitable` turn it into a method of either client, and `Core` (in _http) decides retries for both.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Concatenate, ParamSpec, TypeVar
+
+import httpx
+
+from gangplank_client import models as m
+from gangplank_client._calls import Calls
+from gangplank_client._http import Call, Core, RetryPolicy
+from gangplank_client.errors import ProblemError
+
+P = ParamSpec("P")
+T = TypeVar("T")
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+
+
+def _blocking(build: Callable[Concatenate[Calls, P], Call[T]]) -> Callable[Concatenate[Client, P], T]:
+    @functools.wraps(build)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(build(self.calls, *args, **kwargs))
+    return method
+
+
+def _awaitable(build: Callable[Concatenate[Calls, P], Call[T]]) -> Callable[Concatenate[AsyncClient, P],
+                                                                             Awaitable[T]]:
+    @functools.wraps(build)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(build(self.calls, *args, **kwargs))
+    return method
+
+
+class _Feed:
+    """The watch cursor: which page to ask for next, and each event once, in position order."""
+
+    def __init__(self, calls: Calls, after: int, wait: float, limit: int | None) -> None:
+        self.calls, self.last, self.wait, self.limit = calls, after, wait, limit
+
+    def next_call(self) -> Call[m.EventPage]:
+        return self.calls.events(after=self.last, limit=self.limit, wait=self.wait)
+
+    def accept(self, page: m.EventPage) -> list[m.Event]:
+        fresh = []
+        for event in sorted(page.events, key=lambda e: e.position):
+            if event.position > self.last:  # a page seen again after a reconnect yields nothing twice
+                fresh.append(event)
+                self.last = event.position
+        return fresh
+
+
+class _Base:
+    def __init__(self, server: str, cluster: str, token: str | None, timeout: float, retry: RetryPolicy | None,
+                 reconnect_delay: float) -> None:
+        self.core = Core(server, cluster, token, timeout, retry or RetryPolicy())
+        self.calls = Calls(cluster)
+        self.reconnect_delay = reconnect_delay
+
+    @property
+    def cluster(self) -> str:
+        return self.core.cluster
+
+    def _gave_up(self, error: Exception, failures: int, max_reconnects: int | None) -> bool:
+        """watch() reconnects after a call that failed its retries, unless told to stop."""
+        retriable = isinstance(error, httpx.TransportError) or (isinstance(error, ProblemError)
+                                                                and error.status == 503)
+        return not retriable or (max_reconnects is not None and failures > max_reconnects)
+
+
+class Client(_Base):
+    """A blocking client of one cluster. Use as a context manager, or call close()."""
+
+    def __init__(self, server: str = DEFAULT_SERVER, cluster: str = "default", token: str | None = None, *,
+                 timeout: float = 30.0, retry: RetryPolicy | None = None, reconnect_delay: float = 1.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(server, cluster, token, timeout, retry, reconnect_delay)
+        self.http = httpx.Client(transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def send(self, c: Call[T]) -> T:
+        """Send one call, retrying as the policy says, with the same key and body."""
+        attempt = 0
+        while True:
+            try:
+                response = self.http.send(self.core.request(self.http, c))
+            except httpx.TransportError as exc:
+                if (delay := self.core.retry_after(attempt, None, exc)) is None:
+                    raise
+            else:
+                if (delay := self.core.retry_after(attempt, response, None)) is None:
+                    return self.core.result(c, response)
+            time.sleep(delay)
+            attempt += 1
+
+    def watch(self, after: int = 0, *, wait: float = 30.0, limit: int | None = None,
+              max_reconnects: int | None = None) -> Iterator[m.Event]:
+        """The event feed after `after`, long-polled, each event once and in order, across reconnects
+        (`max_reconnects` None: keep reconnecting while the server is away)."""
+        feed, failures = _Feed(self.calls, after, wait, limit), 0
+        while True:
+            try:
+                page = self.send(feed.next_call())
+            except (httpx.TransportError, ProblemError) as exc:
+                failures += 1
+                if self._gave_up(exc, failures, max_reconnects):
+                    raise
+                time.sleep(self.reconnect_delay)
+                continue
+            failures = 0
+            yield from feed.accept(page)
+
+    put_node = _blocking(Calls.put_node)
+    get_node = _blocking(Calls.get_node)
+    list_nodes = _blocking(Calls.list_nodes)
+    delete_node = _blocking(Calls.delete_node)
+    put_device_class = _blocking(Calls.put_device_class)
+    get_device_class = _blocking(Calls.get_device_class)
+    list_device_classes = _blocking(Calls.list_device_classes)
+    delete_device_class = _blocking(Calls.delete_device_class)
+    put_resource_slice = _blocking(Calls.put_resource_slice)
+    get_resource_slice = _blocking(Calls.get_resource_slice)
+    list_resource_slices = _blocking(Calls.list_resource_slices)
+    delete_resource_slice = _blocking(Calls.delete_resource_slice)
+    put_priority_class = _blocking(Calls.put_priority_class)
+    get_priority_class = _blocking(Calls.get_priority_class)
+    list_priority_classes = _blocking(Calls.list_priority_classes)
+    submit = _blocking(Calls.submit)
+    get_workload = _blocking(Calls.get_workload)
+    delete_workload = _blocking(Calls.delete_workload)
+    list_workloads = _blocking(Calls.list_workloads)
+    events = _blocking(Calls.events)
+    history = _blocking(Calls.history)
+    state = _blocking(Calls.state)
+    verify = _blocking(Calls.verify)
+    clusters = _blocking(Calls.clusters)
+
+
+class AsyncClient(_Base):
+    """The same methods as Client, awaitable. Use as an async context manager, or await aclose()."""
+
+    def __init__(self, server: str = DEFAULT_SERVER, cluster: str = "default", token: str | None = None, *,
+                 timeout: float = 30.0, retry: RetryPolicy | None = None, reconnect_delay: float = 1.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(server, cluster, token, timeout, retry, reconnect_delay)
+        self.http = httpx.AsyncClient(transport=transport)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def send(self, c: Call[T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                response = await self.http.send(self.core.request(self.http, c))
+            except httpx.TransportError as exc:
+                if (delay := self.core.retry_after(attempt, None, exc)) is None:
+                    raise
+            else:
+                if (delay := self.core.retry_after(attempt, response, None)) is None:
+                    return self.core.result(c, response)
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def watch(self, after: int = 0, *, wait: float = 30.0, limit: int | None = None,
+                    max_reconnects: int | None = None) -> AsyncIterator[m.Event]:
+        feed, failures = _Feed(self.calls, after, wait, limit), 0
+        while True:
+            try:
+                page = await self.send(feed.next_call())
+            except (httpx.TransportError, ProblemError) as exc:
+                failures += 1
+                if self._gave_up(exc, failures, max_reconnects):
+                    raise
+                await asyncio.sleep(self.reconnect_delay)
+                continue
+            failures = 0
+            for event in feed.accept(page):
+                yield event
+
+    put_node = _awaitable(Calls.put_node)
+    get_node = _awaitable(Calls.get_node)
+    list_nodes = _awaitable(Calls.list_nodes)
+    delete_node = _awaitable(Calls.delete_node)
+    put_device_class = _awaitable(Calls.put_device_class)
+    get_device_class = _awaitable(Calls.get_device_class)
+    list_device_classes = _awaitable(Calls.list_device_classes)
+    delete_device_class = _awaitable(Calls.delete_device_class)
+    put_resource_slice = _awaitable(Calls.put_resource_slice)
+    get_resource_slice = _awaitable(Calls.get_resource_slice)
+    list_resource_slices = _awaitable(Calls.list_resource_slices)
+    delete_resource_slice = _awaitable(Calls.delete_resource_slice)
+    put_priority_class = _awaitable(Calls.put_priority_class)
+    get_priority_class = _awaitable(Calls.get_priority_class)
+    list_priority_classes = _awaitable(Calls.list_priority_classes)
+    submit = _awaitable(Calls.submit)
+    get_workload = _awaitable(Calls.get_workload)
+    delete_workload = _awaitable(Calls.delete_workload)
+    list_workloads = _awaitable(Calls.list_workloads)
+    events = _awaitable(Calls.events)
+    history = _awaitable(Calls.history)
+    state = _awaitable(Calls.state)
+    verify = _awaitable(Calls.verify)
+    clusters = _awaitable(Calls.clusters)
+
+
