@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain import events as ev
 from service.domain.model import NodeSpec, PriorityClass, workload_from_submission
 from service.domain.state import ClusterState, Group, Workload
@@ -38,19 +38,28 @@ def _priority_class(state: ClusterState, e: ev.Event) -> None:
 
 
 def _device_class_upserted(state: ClusterState, e: ev.Event) -> None:
-    dra.upsert_class(state, e.data["name"], e.data)
+    state.device_classes[e.data["name"]] = e.data
+    dra.upsert_class(state.dra, e.data["name"], e.data)
+    state.index.classes.clear()  # what devices match changed: every queue bound is void
 
 
 def _device_class_removed(state: ClusterState, e: ev.Event) -> None:
-    dra.remove_class(state, e.data["name"])
+    state.device_classes.pop(e.data["name"], None)
+    dra.remove_class(state.dra, e.data["name"])
+    state.index.classes.clear()
 
 
+# a slice change's lost claims are keyed by the event's position: the state's, plus one
 def _slice_upserted(state: ClusterState, e: ev.Event) -> None:
-    dra.upsert_slice(state, e.data["name"], e.data)
+    state.resource_slices[e.data["name"]] = e.data
+    dra.upsert_slice(state.dra, e.data["name"], e.data, state.position + 1)
+    state.index.classes.clear()  # devices came, went or changed: every queue bound is void
 
 
 def _slice_removed(state: ClusterState, e: ev.Event) -> None:
-    dra.remove_slice(state, e.data["name"])
+    state.resource_slices.pop(e.data["name"], None)
+    dra.remove_slice(state.dra, e.data["name"], state.position + 1)
+    state.index.classes.clear()
 
 
 def _submitted(state: ClusterState, e: ev.Event) -> None:
@@ -68,7 +77,6 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
     for g in wl.groups:
         state.sync_queue(g)
     wl.events.append(e.position)
-    dra.workload_added(state, wl)
 
 
 def _class_key(wl: Workload, g: Group) -> tuple | None:
@@ -99,7 +107,7 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
     for g in wl.groups:
         if g.placed:
             state.release_pods(g, [pod for pod, node in enumerate(g.node_of) if node >= 0])
-    dra.workload_released(state, wl)
+    dra.workload_released(state.dra, wl)
     wl.deleted_at = e.position
     for g in wl.groups:
         state.sync_queue(g)
@@ -126,7 +134,7 @@ def _scheduled(state: ClusterState, e: ev.Event) -> None:
     state.place_pods(g, [(g.pod_index(p["pod"]), index[p["node"]]) for p in e.data["pods"]], e.position)
     if "domain" in e.data and e.data["domain"] is not None:
         g.domain = e.data["domain"]["value"]
-    dra.claims_allocated(state, g, e.data.get("claims") or [])
+    dra.claims_allocated(state.dra, g, e.data.get("claims") or [])
     if e.data.get("explanation") is not None:
         g.explanation = e.data["explanation"]
     g.needs_explanation = False
@@ -154,7 +162,7 @@ def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]],
              claims: list[dict[str, Any]] | None) -> None:
     indices = [g.pod_index(p["pod"]) for p in pods]
     state.release_pods(g, indices)
-    dra.group_pods_released(state, g, indices, claims)
+    dra.claims_dropped(state.dra, g, claims)
     g.needs_explanation = True
     state.sync_queue(g)
 

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import devices as dra
-from service.domain import filters
+from service.domain import dra, filters
 from service.domain.filters import TOPOLOGY
 from service.domain.state import ClusterState, Group
 
@@ -48,7 +47,7 @@ class Trial:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.rows: list[tuple[int, np.ndarray]] = []
-        self.ledger = dra.Ledger(state)
+        self.ledger = dra.Ledger(state.dra, state.nodes)
 
     def add(self, node: int, vec: np.ndarray) -> None:
         nodes = self.state.nodes
@@ -316,7 +315,7 @@ def explain_pod(state: ClusterState, g: Group, pod: int, allowed: np.ndarray | N
                         allowed, needs)
     counts, seen = filters.explain(check)
     short = seen[filters.DEVICES_ROW.name]
-    detail = dra.explain_pod(state, g, pod, trial.ledger, short) if needs and len(short) else None
+    detail = dra.explain_pod(trial.ledger, g, pod, short) if needs and len(short) else None
     return {"nodes": int(len(seen[filters.FILTERS[0].name])), "counts": counts, "devices": detail}
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain import placement as pl
 from service.domain.state import ClusterState, Group
 
@@ -327,7 +327,7 @@ class _Removal:
         self.release = None
         if devices:
             units = [cand.unit(u) for u in range(cand.count)]
-            self.release = dra.Release(state, [(u.group, u.pods) for u in units])
+            self.release = dra.Release(state.dra, [(u.group, u.pods) for u in units])
         self.flat = cand.flat
         self.vals = cand.vals
         self.ends = cand.ends
@@ -398,7 +398,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
     cand = _Candidates(state, priority)  # least important first
     if not cand.count:
         return Refusal(NO_VICTIMS, 0)
-    devices = dra.group_needs_devices(g) and dra.any_allocated(state)
+    devices = dra.group_needs_devices(g) and bool(state.dra.claims)
     removal = _Removal(state, cand, devices)
     try:
         removal.set_prefix(cand.count)
@@ -596,12 +596,12 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
             for r, c, v in mine:
                 used[r][c] += v
             fits = all(x <= a for r in {r for r, _, _ in mine} for x, a in zip(used[r], alloc[r]))
-            if fits and held and dra.unit_conflicts(state, held, unit.group, unit.pods):
+            if fits and held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
                 fits = False  # putting it back would take back devices the preemptor was given
             if not fits:
                 for r, c, v in mine:
                     used[r][c] -= v
-        elif held and dra.unit_conflicts(state, held, unit.group, unit.pods):
+        elif held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
             fits = False
         (kept if fits else victims).append(unit)
     return victims, kept

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain import placement as pl
 from service.domain.state import ClusterState, Group
 
@@ -73,7 +73,7 @@ class _Removal:
 
     def __init__(self, state: ClusterState, units: list[Unit], devices: bool = False) -> None:
         self.state = state
-        self.release = dra.Release(state, [(u.group, u.pods) for u in units]) if devices else None
+        self.release = dra.Release(state.dra, [(u.group, u.pods) for u in units]) if devices else None
         rows: list[int] = []
         vecs: list[np.ndarray] = []
         self.ends: list[int] = []
@@ -109,7 +109,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         return Refusal(NO_VICTIMS, 0)
     # least important first
     units.sort(key=lambda u: u.importance, reverse=True)
-    devices = dra.group_needs_devices(g) and dra.any_allocated(state)
+    devices = dra.group_needs_devices(g) and bool(state.dra.claims)
     removal = _Removal(state, units, devices)
     try:
         removal.set_prefix(len(units))
@@ -160,7 +160,7 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods
         nodes.usage_changed()
         touched = pre_nodes.intersection(rows)
         fits = all(np.all(nodes.used[r, cols] <= nodes.alloc[r, cols]) for r in touched)
-        if fits and held and dra.unit_conflicts(state, held, ug, unit.pods):
+        if fits and held and dra.unit_conflicts(state.dra, held, ug, unit.pods):
             fits = False  # putting it back would take back devices the preemptor was given
         if fits:
             kept.append(unit)
