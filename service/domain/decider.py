@@ -235,7 +235,7 @@ def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
 def _can_preempt(state: ClusterState, g: Group) -> bool:
     if g.workload.spec.preemption_policy == NEVER or not state.running:
         return False
-    return state.running.keys()[0][0] < g.workload.spec.priority
+    return bool(state.running.keys()[0][0] < g.workload.spec.priority)
 
 
 def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray, memo: dict[Any, Any]) -> bool:

@@ -176,7 +176,7 @@ def _fitting_rows(state: ClusterState, rows: np.ndarray, cols: np.ndarray,
     used = nodes.used[: nodes.count] if everything else np.take(nodes.used, rows, axis=0)
     ok = np.ones(len(rows), dtype=bool)
     for c in np.flatnonzero(vec):
-        a = nodes.alloc_column(c)[0]
+        a = nodes.alloc_column(int(c))[0]
         ok &= (a if everything else a[rows]) - used[:, c] >= vec[c]
     scores = np.zeros(len(rows))
     for c in cols:
@@ -498,7 +498,11 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     fidx = np.array(feasible)
     kf = k[fidx]
     # exact integers, per feasible domain and resource
-    usums = (usums_all[:, rcols] if usums_all is not None else np.add.reduceat(used[:, rcols], starts))[fidx]
+    if usums_all is not None:
+        usums = usums_all[:, rcols][fidx]
+    else:
+        assert used is not None  # gathered by the preemption simulation's branch
+        usums = np.add.reduceat(used[:, rcols], starts)[fidx]
     dens = []
     fl: Any = 0.0
     for j, (col, (_, q)) in enumerate(zip(rcols, requests)):
@@ -630,7 +634,8 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
         return result
     if keep_trial is not None:
         # re-apply the winner on the caller's trial
-        d = values.index(best_attempt.domain)  # type: ignore[arg-type]
+        assert best_attempt.domain is not None  # a domain was chosen
+        d = values.index(best_attempt.domain)
         allowed = (ids == d) if restrict is None else (ids == d) & restrict
         placements, _ = place_in(state, g, pods, allowed, keep_trial, False)
         best_attempt.placements = placements

@@ -26,7 +26,7 @@ class Group:
     needs_explanation: bool = True  # no failed try recorded since it became pending
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
     ever_scheduled: bool = False
-    class_key: tuple | None = None  # groups with equal keys place identically (pass skipping)
+    class_key: tuple[Any, ...] | None = None  # groups with equal keys place identically (pass skipping)
     _pod_index: dict[str, int] | None = None
 
     def pod_index(self, name: str) -> int:
@@ -67,7 +67,8 @@ class Workload:
     position: int  # of its WorkloadSubmitted event
     groups: list[Group] = field(default_factory=list)
     deleted_at: int | None = None
-    events: list[int] = field(default_factory=list)  # positions of events about it (history)
+    # positions of events about it (history); an array once finished (compact)
+    events: list[int] | array[int] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:
