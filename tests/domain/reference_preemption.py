@@ -7,50 +7,15 @@ these, which must be identical. Not used by the service.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 from service.domain import dra
 from service.domain import placement as pl
+from service.domain.preemption import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit
 from service.domain.state import ClusterState, Group
 
-WOULD_NOT_HELP = "PreemptionWouldNotHelp"
-NO_VICTIMS = "NoLowerPriorityVictims"
-NOT_ALLOWED = "PreemptionNotAllowed"
-
-
-@dataclass
-class Unit:
-    group: Group
-    pods: list[int]
-    whole: bool
-
-    @property
-    def importance(self) -> tuple:
-        """Ascending = most important first (model.md *Reprieve*)."""
-        g = self.group
-        earliest = min(g.placed_at[p] for p in self.pods)  # type: ignore[type-var]
-        return (-g.workload.spec.priority, 0 if self.whole else 1, -len(self.pods), earliest)
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.group.ref, "priority": self.group.workload.spec.priority,
-                "pods": [self.group.spec.pod_names[p] for p in self.pods], "wholeGroup": self.whole}
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """No preemption: why, and how many pods even removing every candidate would place."""
-    reason: str
-    placeable: int
-
-
-@dataclass
-class Plan:
-    placement: pl.Attempt
-    victims: list[tuple[Group, list[int], bool, str]] = field(default_factory=list)  # group, pods, whole, why
-    reprieved: list[Unit] = field(default_factory=list)
+# the types and reasons are the service's own: only the algorithm is the reference's
+__all__ = ["NOT_ALLOWED", "NO_VICTIMS", "WOULD_NOT_HELP", "Plan", "Refusal", "Unit", "candidate_units", "plan"]
 
 
 def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
