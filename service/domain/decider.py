@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
@@ -143,7 +143,7 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
         return out
     if lost_node is not None:
         _node_lost(state, lost_node, input_event.data["name"], emit)
-    for loss in dra.losses(state, input_event):
+    for loss in dra.losses(state.dra, state.by_position, input_event):
         _pods_lost(state, loss.group, loss.pods, None, "DevicesRemoved", emit, loss.claims)
     if input_event.type == ev.WORKLOAD_SUBMITTED:
         wl = state.workloads[(input_event.data["namespace"], input_event.data["name"])]
@@ -177,7 +177,7 @@ def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None,
     emit(ev.PODS_LOST, {**g.ref, "node": node, "reason": reason,
                         "pods": [{"pod": g.spec.pod_names[p], "node": names[g.node_of[p]]} for p in pods],
                         "wholeGroup": bool(whole or len(pods) == g.placed),
-                        "claimsReleased": [*(lost_claims or ()), *dra.claims_released(state, g, pods)]})
+                        "claimsReleased": [*(lost_claims or ()), *dra.claims_released(state.dra, state.nodes, g, pods)]})
 
 
 def _pass(state: ClusterState, emit: Emit, only: list[Group] | None) -> None:
@@ -205,7 +205,7 @@ def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
     index = state.index
     freed = state.dra.take_freed()
     if freed:  # devices freed: the rows that reach them may hold more pods of a claiming class
-        index.dirty.update(np.flatnonzero(state.dra.reach_any(state, freed)).tolist())
+        index.dirty.update(np.flatnonzero(state.dra.reach_any(state.nodes, freed)).tolist())
     heap = index.heads()
     heapq.heapify(heap)
     dirty = np.fromiter(sorted(index.dirty), dtype=np.int64, count=len(index.dirty))
@@ -235,7 +235,7 @@ def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
 def _can_preempt(state: ClusterState, g: Group) -> bool:
     if g.workload.spec.preemption_policy == NEVER or not state.running:
         return False
-    return state.running.keys()[0][0] < g.workload.spec.priority
+    return bool(state.running.keys()[0][0] < g.workload.spec.priority)
 
 
 def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray, memo: dict[Any, Any]) -> bool:
@@ -362,7 +362,7 @@ def _placement_data(state: ClusterState, g: Group, result: pl.Attempt,
     data: dict[str, Any] = {
         **g.ref,
         "pods": [{"pod": g.spec.pod_names[p], "node": names[n]} for p, n in result.placements],
-        "claims": dra.describe_allocations(state, g, result.claims),
+        "claims": dra.describe_allocations(state.dra, g, result.claims),
         "placedPods": placed_after, "minCount": g.spec.min_count,
         "explanation": None,
     }
@@ -388,7 +388,7 @@ def _emit_preemption(state: ClusterState, g: Group, plan: pre.Plan, emit: Emit, 
             **vg.ref, "priority": vg.workload.spec.priority, "preemptor": preemptor,
             "pods": [{"pod": vg.spec.pod_names[p], "node": names[vg.node_of[p]]} for p in pods],
             "wholeGroup": whole, "reason": why,
-            "claimsReleased": dra.claims_released(state, vg, pods)})
+            "claimsReleased": dra.claims_released(state.dra, state.nodes, vg, pods)})
     data["preemption"] = {
         "victims": victims,
         "reprieved": [{**u.describe(), "why": "the preemptor still fits on its nodes with it in place"}

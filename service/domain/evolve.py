@@ -2,23 +2,31 @@
 
 Every change the decider makes goes through here, so folding a stream's events
 from an empty state gives exactly the live state (a property test checks it).
+
+`FOLDS` is the one table of how each event type is folded: `apply` (here), and the fast
+replay's handlers (replay.py), by name, for the event types it folds its own way. The fast
+path stays a second path for speed only: it folds a workload submitted and deleted within
+the replayed events without placing its pods (they would come out net zero), which `apply`
+cannot know; tests/domain/test_replay.py checks both give the same state. The rules both
+paths apply (conditions, explanations) are the functions below the handlers.
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain import events as ev
 from service.domain.model import NodeSpec, PriorityClass, workload_from_submission
 from service.domain.state import ClusterState, Group, Workload
 
 
 def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
-    handler = _HANDLERS.get(event.type)
-    if handler is not None:
-        handler(state, event)
+    fold = FOLDS.get(event.type)
+    if fold is not None:
+        fold.apply(state, event)
     state.position = event.position
     return state
 
@@ -38,19 +46,28 @@ def _priority_class(state: ClusterState, e: ev.Event) -> None:
 
 
 def _device_class_upserted(state: ClusterState, e: ev.Event) -> None:
-    dra.upsert_class(state, e.data["name"], e.data)
+    state.device_classes[e.data["name"]] = e.data
+    dra.upsert_class(state.dra, e.data["name"], e.data)
+    state.index.classes.clear()  # what devices match changed: every queue bound is void
 
 
 def _device_class_removed(state: ClusterState, e: ev.Event) -> None:
-    dra.remove_class(state, e.data["name"])
+    state.device_classes.pop(e.data["name"], None)
+    dra.remove_class(state.dra, e.data["name"])
+    state.index.classes.clear()
 
 
+# a slice change's lost claims are keyed by the event's position: the state's, plus one
 def _slice_upserted(state: ClusterState, e: ev.Event) -> None:
-    dra.upsert_slice(state, e.data["name"], e.data)
+    state.resource_slices[e.data["name"]] = e.data
+    dra.upsert_slice(state.dra, e.data["name"], e.data, state.position + 1)
+    state.index.classes.clear()  # devices came, went or changed: every queue bound is void
 
 
 def _slice_removed(state: ClusterState, e: ev.Event) -> None:
-    dra.remove_slice(state, e.data["name"])
+    state.resource_slices.pop(e.data["name"], None)
+    dra.remove_slice(state.dra, e.data["name"], state.position + 1)
+    state.index.classes.clear()
 
 
 def _submitted(state: ClusterState, e: ev.Event) -> None:
@@ -68,10 +85,9 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
     for g in wl.groups:
         state.sync_queue(g)
     wl.events.append(e.position)
-    dra.workload_added(state, wl)
 
 
-def _class_key(wl: Workload, g: Group) -> tuple | None:
+def _class_key(wl: Workload, g: Group) -> tuple[Any, ...] | None:
     """Groups with equal keys are placed identically from an empty start (skip index).
 
     Claims a pod holds alone are keyed by their templates' content (two workloads may
@@ -99,7 +115,7 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
     for g in wl.groups:
         if g.placed:
             state.release_pods(g, [pod for pod, node in enumerate(g.node_of) if node >= 0])
-    dra.workload_released(state, wl)
+    dra.workload_released(state.dra, wl)
     wl.deleted_at = e.position
     for g in wl.groups:
         state.sync_queue(g)
@@ -126,18 +142,8 @@ def _scheduled(state: ClusterState, e: ev.Event) -> None:
     state.place_pods(g, [(g.pod_index(p["pod"]), index[p["node"]]) for p in e.data["pods"]], e.position)
     if "domain" in e.data and e.data["domain"] is not None:
         g.domain = e.data["domain"]["value"]
-    dra.claims_allocated(state, g, e.data.get("claims") or [])
-    if e.data.get("explanation") is not None:
-        g.explanation = e.data["explanation"]
-    g.needs_explanation = False
-    if g.scheduled and not was_scheduled and not g.ever_scheduled:
-        g.ever_scheduled = True
-        g.conditions["PodGroupInitiallyScheduled"] = {
-            "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
-            "message": f"{g.placed} of {g.total} pods placed (minCount {g.spec.min_count})",
-            "position": e.position}
-    if not g.pending:
-        g.explanation = None
+    dra.claims_allocated(state.dra, g, e.data.get("claims") or [])
+    placed_rule(g, was_scheduled, g.scheduled, g.spec.min_count, e.data.get("explanation"), e.position)
     state.sync_queue(g)
     g.workload.events.append(e.position)
 
@@ -154,7 +160,7 @@ def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]],
              claims: list[dict[str, Any]] | None) -> None:
     indices = [g.pod_index(p["pod"]) for p in pods]
     state.release_pods(g, indices)
-    dra.group_pods_released(state, g, indices, claims)
+    dra.claims_dropped(state.dra, g, claims)
     g.needs_explanation = True
     state.sync_queue(g)
 
@@ -163,10 +169,7 @@ def _preempted(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
     _release(state, g, e.data["pods"], e.data.get("claimsReleased"))
     pre = e.data["preemptor"]
-    g.conditions["DisruptionTarget"] = {
-        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-        "message": f"preempted by {pre['namespace']}/{pre['workload']} (priority {pre['priority']})",
-        "position": e.position}
+    g.conditions["DisruptionTarget"] = disruption_target(pre, e.position)
     g.workload.events.append(e.position)
     preemptor = state.workloads.get((pre["namespace"], pre["workload"]))
     if preemptor is not None and preemptor is not g.workload:
@@ -179,20 +182,68 @@ def _lost(state: ClusterState, e: ev.Event) -> None:
     g.workload.events.append(e.position)
 
 
-_HANDLERS: dict[str, Callable[[ClusterState, ev.Event], None]] = {
-    ev.NODE_UPSERTED: _node_upserted,
-    ev.NODE_REMOVED: _node_removed,
-    ev.PRIORITY_CLASS_UPSERTED: _priority_class,
-    ev.DEVICE_CLASS_UPSERTED: _device_class_upserted,
-    ev.DEVICE_CLASS_REMOVED: _device_class_removed,
-    ev.RESOURCE_SLICE_UPSERTED: _slice_upserted,
-    ev.RESOURCE_SLICE_REMOVED: _slice_removed,
-    ev.WORKLOAD_SUBMITTED: _submitted,
-    ev.WORKLOAD_DELETED: _deleted,
-    ev.COMMAND_REJECTED: _rejected,
-    ev.POD_GROUP_SCHEDULED: _scheduled,
-    ev.PODS_SCHEDULED: _scheduled,
-    ev.POD_GROUP_UNSCHEDULABLE: _unschedulable,
-    ev.POD_GROUP_PREEMPTED: _preempted,
-    ev.PODS_LOST: _lost,
+# -- the rules the fast replay applies too ---------------------------------------------------
+class GroupRecord(Protocol):
+    """What the rules read and write of a group: a live `Group`, or the fast replay's record."""
+    placed: int
+    explanation: Any
+    needs_explanation: bool
+    conditions: dict[str, dict[str, Any]]
+    ever_scheduled: bool
+
+    @property
+    def total(self) -> int: ...
+
+
+def placed_rule(g: GroupRecord, was_scheduled: bool, scheduled: bool, min_count: int, explanation: Any,
+                position: int) -> None:
+    """After pods of g were placed (PodGroupScheduled / PodsScheduled): its explanation, and the
+    PodGroupInitiallyScheduled condition the first time it is scheduled."""
+    if explanation is not None:
+        g.explanation = explanation
+    g.needs_explanation = False
+    if scheduled and not was_scheduled and not g.ever_scheduled:
+        g.ever_scheduled = True
+        g.conditions["PodGroupInitiallyScheduled"] = {
+            "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
+            "message": f"{g.placed} of {g.total} pods placed (minCount {min_count})",
+            "position": position}
+    if g.placed >= g.total:
+        g.explanation = None
+
+
+def disruption_target(pre: dict[str, Any], position: int) -> dict[str, Any]:
+    """The condition a PodGroupPreempted sets on its victim group."""
+    return {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": f"preempted by {pre['namespace']}/{pre['workload']} (priority {pre['priority']})",
+            "position": position}
+
+
+# -- the table ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fold:
+    """How one event type is folded: `apply` by evolve; `replay` (dict data) and `replay_lean`
+    (the stored JSON text) name the methods of replay.Replay that fold it for a transient
+    workload (returning False to leave the event to `apply`)."""
+    apply: Callable[[ClusterState, ev.Event], None]
+    replay: str | None = None
+    replay_lean: str | None = None
+
+
+FOLDS: dict[str, Fold] = {
+    ev.NODE_UPSERTED: Fold(_node_upserted),
+    ev.NODE_REMOVED: Fold(_node_removed),
+    ev.PRIORITY_CLASS_UPSERTED: Fold(_priority_class),
+    ev.DEVICE_CLASS_UPSERTED: Fold(_device_class_upserted),
+    ev.DEVICE_CLASS_REMOVED: Fold(_device_class_removed),
+    ev.RESOURCE_SLICE_UPSERTED: Fold(_slice_upserted),
+    ev.RESOURCE_SLICE_REMOVED: Fold(_slice_removed),
+    ev.WORKLOAD_SUBMITTED: Fold(_submitted, "_submitted", "_submitted_lean"),
+    ev.WORKLOAD_DELETED: Fold(_deleted, "_deleted", "_deleted_lean"),
+    ev.COMMAND_REJECTED: Fold(_rejected),
+    ev.POD_GROUP_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
+    ev.PODS_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
+    ev.POD_GROUP_UNSCHEDULABLE: Fold(_unschedulable, "_unschedulable"),
+    ev.POD_GROUP_PREEMPTED: Fold(_preempted, "_preempted"),
+    ev.PODS_LOST: Fold(_lost, "_lost"),
 }

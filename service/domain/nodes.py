@@ -64,8 +64,9 @@ class NodeTable:
         self.alive = np.zeros(0, dtype=bool)
         self.schedulable = np.zeros(0, dtype=bool)  # alive and not cordoned
         self.version = 0  # bumps when labels / node set / cordons change (mask caches)
-        self._selector_cache: dict[tuple, np.ndarray] = {}
-        self._domain_cache: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._selector_cache: dict[tuple[tuple[str, str], ...], np.ndarray] = {}
+        # per topology key its domains, and under "<key>\0layout" its DomainLayout
+        self._domain_cache: dict[str, tuple[np.ndarray, list[str]] | DomainLayout] = {}
         self._rank: np.ndarray | None = None
         # Usage changes, for caches that follow `used` row by row (placement._DomainFits): every
         # writer of `used` appends the rows it changed to `touched`, or calls usage_changed()
@@ -206,31 +207,32 @@ class NodeTable:
         cached = self._domain_cache.get(key)
         if cached is None:
             values = sorted({lab[key] for i, lab in enumerate(self.labels) if key in lab and self.alive[i]})
-            pos = {v: i for i, v in enumerate(values)}
+            pos: dict[str | None, int] = {v: i for i, v in enumerate(values)}
             ids = np.fromiter((pos.get(lab.get(key, None), -1) if self.alive[i] else -1
                                for i, lab in enumerate(self.labels)), dtype=np.int64, count=self.count)
             cached = (ids, values)
             self._domain_cache[key] = cached
+        assert isinstance(cached, tuple)  # a topology key holds no NUL: never a layout's slot
         return cached
 
     def layout(self, key: str) -> DomainLayout:
         """Live rows carrying `key`, grouped by domain: per-domain sums become one reduceat."""
         cache_key = f"{key}\0layout"
         hit = self._domain_cache.get(cache_key)
-        if hit is None:
+        if not isinstance(hit, DomainLayout):
             ids, values = self.domains(key)
             ids = ids[: self.count]
             live = np.flatnonzero(ids >= 0)
             order = live[np.argsort(ids[live], kind="stable")]  # by domain, then by row
             starts = np.searchsorted(ids[order], np.arange(len(values)))
             hit = DomainLayout(ids, values, order, starts)
-            self._domain_cache[cache_key] = hit  # type: ignore[assignment]
-        return hit  # type: ignore[return-value]
+            self._domain_cache[cache_key] = hit
+        return hit
 
     def alloc_column(self, col: int) -> tuple[np.ndarray, np.ndarray]:
         """(allocatable of one resource per row, contiguous; 1/allocatable where positive, else 0):
         what scoring divides by, cached until the next upsert (the only change of allocatable)."""
-        cache = self.__dict__.setdefault("_col_cache", {})
+        cache: dict[int, tuple[np.ndarray, np.ndarray]] = self.__dict__.setdefault("_col_cache", {})
         hit = cache.get(col)
         if hit is None or len(hit[0]) != self.count:
             a = np.ascontiguousarray(self.alloc[: self.count, col])

@@ -18,16 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import devices as dra
+from service.domain import dra, filters
+from service.domain.filters import TOPOLOGY
 from service.domain.state import ClusterState, Group
 
 _EPS = 1e-9
 
-UNSCHEDULABLE = "node(s) were unschedulable"
-SELECTOR = "node(s) didn't match Pod's node selector"
-TOPOLOGY = "node(s) didn't match pod group topology"
-TOO_MANY_PODS = "Too many pods"
-DEVICES = "cannot allocate all claims"
 
 
 @dataclass
@@ -51,7 +47,7 @@ class Trial:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.rows: list[tuple[int, np.ndarray]] = []
-        self.ledger = dra.Ledger(state)
+        self.ledger = dra.Ledger(state.dra, state.nodes)
 
     def add(self, node: int, vec: np.ndarray) -> None:
         nodes = self.state.nodes
@@ -128,11 +124,8 @@ def _row_fits(state: ClusterState, row: int, vec: np.ndarray) -> bool:
 
 # -- the routine --------------------------------------------------------------------------
 def base_mask(state: ClusterState, g: Group, shape: int) -> np.ndarray:
-    """Rows a pod of this shape may use at all: schedulable and matching its selector."""
-    nodes = state.nodes
-    n = nodes.count
-    sel = g.workload.spec.shapes[shape].node_selector
-    return nodes.schedulable[:n] & nodes.selector_mask(sel)[:n]
+    """Rows a pod of this shape may use at all: every static row of the filter table passes."""
+    return filters.static_mask(state.nodes, g.workload.spec.shapes[shape])
 
 
 def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray | None,
@@ -183,7 +176,7 @@ def _fitting_rows(state: ClusterState, rows: np.ndarray, cols: np.ndarray,
     used = nodes.used[: nodes.count] if everything else np.take(nodes.used, rows, axis=0)
     ok = np.ones(len(rows), dtype=bool)
     for c in np.flatnonzero(vec):
-        a = nodes.alloc_column(c)[0]
+        a = nodes.alloc_column(int(c))[0]
         ok &= (a if everything else a[rows]) - used[:, c] >= vec[c]
     scores = np.zeros(len(rows))
     for c in cols:
@@ -316,36 +309,14 @@ def _place_run_devices(state: ClusterState, g: Group, run: list[int], rows: np.n
 def explain_pod(state: ClusterState, g: Group, pod: int, allowed: np.ndarray | None,
                 trial: Trial) -> dict[str, Any]:
     """Per-node reasons why this pod fits nowhere, as kube-scheduler's filters say them."""
-    nodes = state.nodes
     shape = g.spec.pod_shapes[pod]
-    vec = state.shape_vector(g.workload, shape)
-    live = nodes.live_indices()
-    counts: dict[str, int] = {}
-
-    def add(reason: str, k: int) -> None:
-        if k:
-            counts[reason] = counts.get(reason, 0) + k
-
-    sched = nodes.schedulable[live]
-    add(UNSCHEDULABLE, int(np.count_nonzero(~sched)))
-    rows = live[sched]
-    sel = nodes.selector_mask(g.workload.spec.shapes[shape].node_selector)[rows]
-    add(SELECTOR, int(np.count_nonzero(~sel)))
-    rows = rows[sel]
-    if allowed is not None:
-        inside = allowed[rows]
-        add(TOPOLOGY, int(np.count_nonzero(~inside)))
-        rows = rows[inside]
-    fit_all = np.ones(len(rows), dtype=bool)
-    for col in np.flatnonzero(vec):
-        ok = nodes.alloc[rows, col] - nodes.used[rows, col] >= vec[col]
-        name = nodes.resource_names[col]
-        add(TOO_MANY_PODS if col == 0 else f"Insufficient {name}", int(np.count_nonzero(~ok)))
-        fit_all &= ok
-    device_short = int(np.count_nonzero(fit_all)) if dra.pod_needs_devices(g, pod) else 0
-    add(DEVICES, device_short)
-    detail = dra.explain_pod(state, g, pod, trial.ledger, rows[fit_all]) if device_short else None
-    return {"nodes": int(len(live)), "counts": counts, "devices": detail}
+    needs = dra.pod_needs_devices(g, pod)
+    check = filters.Pod(state.nodes, g.workload.spec.shapes[shape], state.shape_vector(g.workload, shape),
+                        allowed, needs)
+    counts, seen = filters.explain(check)
+    short = seen[filters.DEVICES_ROW.name]
+    detail = dra.explain_pod(trial.ledger, g, pod, short) if needs and len(short) else None
+    return {"nodes": int(len(seen[filters.FILTERS[0].name])), "counts": counts, "devices": detail}
 
 
 def explanation(failure: dict[str, Any] | None, placeable: int, min_count: int,
@@ -527,7 +498,11 @@ def _uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     fidx = np.array(feasible)
     kf = k[fidx]
     # exact integers, per feasible domain and resource
-    usums = (usums_all[:, rcols] if usums_all is not None else np.add.reduceat(used[:, rcols], starts))[fidx]
+    if usums_all is not None:
+        usums = usums_all[:, rcols][fidx]
+    else:
+        assert used is not None  # gathered by the preemption simulation's branch
+        usums = np.add.reduceat(used[:, rcols], starts)[fidx]
     dens = []
     fl: Any = 0.0
     for j, (col, (_, q)) in enumerate(zip(rcols, requests)):
@@ -659,7 +634,8 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
         return result
     if keep_trial is not None:
         # re-apply the winner on the caller's trial
-        d = values.index(best_attempt.domain)  # type: ignore[arg-type]
+        assert best_attempt.domain is not None  # a domain was chosen
+        d = values.index(best_attempt.domain)
         allowed = (ids == d) if restrict is None else (ids == d) & restrict
         placements, _ = place_in(state, g, pods, allowed, keep_trial, False)
         best_attempt.placements = placements

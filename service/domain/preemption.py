@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain import placement as pl
 from service.domain.state import ClusterState, Group
 
@@ -44,10 +44,10 @@ class Unit:
     whole: bool
 
     @property
-    def importance(self) -> tuple:
+    def importance(self) -> tuple[int, int, int, tuple[int, int]]:
         """Ascending = most important first (model.md *Reprieve*)."""
         g = self.group
-        earliest = min(g.placed_at[p] for p in self.pods)  # type: ignore[type-var]
+        earliest = min(at for p in self.pods if (at := g.placed_at[p]) is not None)  # its pods are placed
         return (-g.workload.spec.priority, 0 if self.whole else 1, -len(self.pods), earliest)
 
     def describe(self) -> dict[str, Any]:
@@ -107,13 +107,13 @@ class _Order:
         self.cursor: int | None = None  # moves of the state's journal already applied
         self.groups: list[Group | None] = []  # per gid; None once out
         self.parts: list[list[list[int]] | None] = []  # per gid: its units' pods
-        self.snaps: list[list | None] = []  # per gid: its placed_at when it came in
+        self.snaps: list[list[tuple[int, int] | None] | None] = []  # per gid: its placed_at when it came in
         self.by_key: dict[tuple[int, int, int], int] = {}  # running key -> gid, the groups in
         self.live = np.zeros(0, dtype=bool)  # per gid: in
         self.entries: dict[tuple[int, int], tuple[list[int], list[int]]] = {}  # (workload, shape) -> cols, amounts
         z = np.zeros(0, dtype=np.int64)
-        for name in _UNIT_FIELDS:
-            setattr(self, name, z)
+        # per unit, in removal order (_UNIT_FIELDS, set together by name)
+        self.prio = self.single = self.npods = self.e_pos = self.e_idx = self.gid = self.j = self.nent = z
         self.whole = np.zeros(0, dtype=bool)
         self.flat = self.vals = self.rows = self.starts = self.ends = z
 
@@ -214,14 +214,15 @@ class _Order:
                 vals.extend(hit[1])
                 if not whole:
                     at = placed_at[p]
-                    e_pos_l.append(at[0])  # type: ignore[index]
-                    e_idx_l.append(at[1])  # type: ignore[index]
+                    assert at is not None  # a placed pod
+                    e_pos_l.append(at[0])
+                    e_idx_l.append(at[1])
                     nent_l.append(len(hit[0]))
             k = 1 if whole else len(placed)
             if whole:
-                first = min(placed_at[p] for p in placed)  # type: ignore[type-var]
-                e_pos_l.append(first[0])  # type: ignore[index]
-                e_idx_l.append(first[1])  # type: ignore[index]
+                first = min(at for p in placed if (at := placed_at[p]) is not None)  # every one is
+                e_pos_l.append(first[0])
+                e_idx_l.append(first[1])
                 nent_l.append(len(flat) - start)
             prio_l.extend([wl.spec.priority] * k)
             single_l.extend([0 if whole else 1] * k)
@@ -240,7 +241,7 @@ class _Order:
         self.groups = [self.groups[i] for i in idx]
         self.parts = [self.parts[i] for i in idx]
         self.snaps = [self.snaps[i] for i in idx]
-        self.by_key = {g.running_key: i for i, g in enumerate(self.groups)}  # type: ignore[union-attr]
+        self.by_key = {g.running_key: i for i, g in enumerate(self.groups) if g is not None}  # all are
         self.live = np.ones(len(kept), dtype=bool)
         self.gid = remap[self.gid]
 
@@ -270,7 +271,9 @@ class _Candidates:
 
     def unit(self, u: int) -> Unit:
         gid = int(self.gid[u])
-        return Unit(self.groups[gid], self.parts[gid][int(self.j[u])], bool(self.whole[u]))  # type: ignore[arg-type,index]
+        g, parts = self.groups[gid], self.parts[gid]
+        assert g is not None and parts is not None  # a candidate's group is in
+        return Unit(g, parts[int(self.j[u])], bool(self.whole[u]))
 
     def touching(self, row_mask: np.ndarray, upto: int | None = None) -> np.ndarray:
         """Per unit (of the first `upto`): has it a pod on a row of the mask?"""
@@ -327,7 +330,7 @@ class _Removal:
         self.release = None
         if devices:
             units = [cand.unit(u) for u in range(cand.count)]
-            self.release = dra.Release(state, [(u.group, u.pods) for u in units])
+            self.release = dra.Release(state.dra, [(u.group, u.pods) for u in units])
         self.flat = cand.flat
         self.vals = cand.vals
         self.ends = cand.ends
@@ -398,7 +401,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
     cand = _Candidates(state, priority)  # least important first
     if not cand.count:
         return Refusal(NO_VICTIMS, 0)
-    devices = dra.group_needs_devices(g) and dra.any_allocated(state)
+    devices = dra.group_needs_devices(g) and bool(state.dra.claims)
     removal = _Removal(state, cand, devices)
     try:
         removal.set_prefix(cand.count)
@@ -440,24 +443,12 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
     The walk then runs the routine only where the last unit removed could change its answer.
     """
     key = g.spec.topology_key
-    domains, n_domains = None, 0
-    if key is not None:
-        ids, values = state.nodes.domains(key)
-        domains, n_domains = ids[: state.nodes.count], len(values)
-        if g.domain is not None:  # later pods stay in the domain chosen first
-            domains = np.where(domains == (values.index(g.domain) if g.domain in values else -2), 0, -1)
-            n_domains = 1
-    runs: list[tuple[int, int]] = []  # (shape, pods)
-    for p in pods:
-        shape = g.spec.pod_shapes[p]
-        if runs and runs[-1][0] == shape:
-            runs[-1] = (shape, runs[-1][1] + 1)
-        else:
-            runs.append((shape, 1))
+    domains, n_domains = _domains(state, g)
+    runs = _runs(g, pods)
     counters = [_UniformCount(state, g, shape, n, domains) for shape, n in runs]
 
     def domain_bounds() -> np.ndarray:
-        return sum(c.by_domain(n_domains) for c in counters)
+        return cast(np.ndarray, sum(c.by_domain(n_domains) for c in counters))
 
     def bound() -> int:
         return sum(c() for c in counters) if domains is None else int(domain_bounds().max())
@@ -487,8 +478,8 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
     while lo < cand.count:
         if lo == first or touches[lo - 1]:
             if uniform and domains is not None:
-                mine = np.unique(domains[cand.rows[int(cand.starts[lo - 1]):int(cand.ends[lo - 1])]])
-                mine = [int(d) for d in mine if d >= 0]
+                touched = np.unique(domains[cand.rows[int(cand.starts[lo - 1]):int(cand.ends[lo - 1])]])
+                mine = [int(d) for d in touched if d >= 0]
                 counts, numerators = pl.uniform_domain_terms(state, g, pods)
                 before = {d: (int(counts[d]), numerators(d)) for d in mine}
                 removal.set_prefix(lo)
@@ -509,6 +500,31 @@ def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int,
                 return lo
         lo += 1
     return cand.count  # every unit removed: the routine places k, as it did at first
+
+
+def _domains(state: ClusterState, g: Group) -> tuple[np.ndarray | None, int]:
+    """The preemptor's topology domain per node row (-1: none), and how many there are."""
+    key = g.spec.topology_key
+    if key is None:
+        return None, 0
+    ids, values = state.nodes.domains(key)
+    domains, n_domains = ids[: state.nodes.count], len(values)
+    if g.domain is not None:  # later pods stay in the domain chosen first
+        domains = np.where(domains == (values.index(g.domain) if g.domain in values else -2), 0, -1)
+        n_domains = 1
+    return domains, n_domains
+
+
+def _runs(g: Group, pods: list[int]) -> list[tuple[int, int]]:
+    """(shape, pods) per run of consecutive pods of one shape."""
+    runs: list[tuple[int, int]] = []
+    for p in pods:
+        shape = g.spec.pod_shapes[p]
+        if runs and runs[-1][0] == shape:
+            runs[-1] = (shape, runs[-1][1] + 1)
+        else:
+            runs.append((shape, 1))
+    return runs
 
 
 def _routine_count(state: ClusterState, g: Group, pods: list[int], need: int, k: int,
@@ -596,12 +612,12 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
             for r, c, v in mine:
                 used[r][c] += v
             fits = all(x <= a for r in {r for r, _, _ in mine} for x, a in zip(used[r], alloc[r]))
-            if fits and held and dra.unit_conflicts(state, held, unit.group, unit.pods):
+            if fits and held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
                 fits = False  # putting it back would take back devices the preemptor was given
             if not fits:
                 for r, c, v in mine:
                     used[r][c] -= v
-        elif held and dra.unit_conflicts(state, held, unit.group, unit.pods):
+        elif held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
             fits = False
         (kept if fits else victims).append(unit)
     return victims, kept

@@ -20,7 +20,7 @@ import numpy as np
 from sortedcontainers import SortedList
 
 if TYPE_CHECKING:
-    from service.domain.state import ClusterState, Group
+    from service.domain.state import ClusterState, Group, QueueKey
 
 
 @dataclass
@@ -38,7 +38,7 @@ def bucket_key(g: Group) -> Any:
 class QueueIndex:
     def __init__(self) -> None:
         self.buckets: dict[Any, SortedList] = {}
-        self.member_of: dict[tuple, Any] = {}  # group queue key -> bucket key
+        self.member_of: dict[QueueKey, Any] = {}  # group queue key -> bucket key
         self.classes: dict[Any, ClassInfo] = {}
         self.dirty: set[int] = set()  # node rows that gained room since the last full sweep
 
@@ -58,10 +58,10 @@ class QueueIndex:
             self.buckets.setdefault(new, SortedList()).add(key)
             self.member_of[key] = new
 
-    def heads(self) -> list[tuple[tuple, Any]]:
+    def heads(self) -> list[tuple[QueueKey, Any]]:
         return [(bucket[0], bkey) for bkey, bucket in self.buckets.items()]
 
-    def next_after(self, bkey: Any, key: tuple) -> tuple | None:
+    def next_after(self, bkey: Any, key: QueueKey) -> QueueKey | None:
         bucket = self.buckets.get(bkey)
         if not bucket:
             return None
@@ -143,7 +143,7 @@ def grown_bound(state: ClusterState, g: Group, bound: int, rows: np.ndarray, pre
     key = (shape.requests, shape.node_selector, g.spec.topology_key,
            g.workload.spec.priority if pre else None)
     if memo is None or key not in memo:
-        gain = _gain(state, g, rows, pre)
+        gain: int = _gain(state, g, rows, pre)
         if memo is not None:
             memo[key] = gain
     else:

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
 from service.domain import events as ev
 from service.domain.events import Event
-from service.domain.evolve import evolve
+from service.domain.evolve import FOLDS, disruption_target, evolve, placed_rule
 from service.domain.state import JOURNAL_MAX, ClusterState, Workload
 from service.domain.upcasting import upcast
 
@@ -229,8 +229,8 @@ class Replay:
         prev = state.position  # kept in a local: the fast handlers do not read it
         for position, type_, version, data in rows:
             if type(data) is str:
-                handler = lean.get(type_)
-                if handler is not None and version == current[type_] and handler(self, position, data):
+                lean_handler = lean.get(type_)
+                if lean_handler is not None and version == current[type_] and lean_handler(self, position, data):
                     prev = position
                     continue
                 data = loads(data)
@@ -306,9 +306,9 @@ class Replay:
                 if requests and not requests.keys() <= columns:
                     return False
                 total += entry.count
-            policy = g.schedulingPolicy
-            gang = policy is not None and policy.gang is not msgspec.UNSET
-            groups.append(_Group(g.name, total, policy.gang.minCount if gang else 1, gang,  # type: ignore[union-attr]
+            gang_policy = g.schedulingPolicy.gang if g.schedulingPolicy is not None else msgspec.UNSET
+            gang = isinstance(gang_policy, _Gang)
+            groups.append(_Group(g.name, total, gang_policy.minCount if isinstance(gang_policy, _Gang) else 1, gang,
                                  (priority, position, i)))
         # the spec's own canonical text: the value of the last key ("spec" is the first such key:
         # a quote inside the string values before it is escaped)
@@ -397,17 +397,7 @@ class Replay:
             by_prio[t.priority] = by_prio.get(t.priority, 0) + count
         else:
             was_scheduled = g.placed >= g.min_count
-        if explanation is not None:
-            g.explanation = explanation
-        g.needs_explanation = False
-        if not was_scheduled and not g.ever_scheduled and g.placed >= g.min_count:
-            g.ever_scheduled = True
-            g.conditions["PodGroupInitiallyScheduled"] = {
-                "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
-                "message": f"{g.placed} of {g.total} pods placed (minCount {g.min_count})",
-                "position": position}
-        if g.placed >= g.total:
-            g.explanation = None
+        placed_rule(g, was_scheduled, g.placed >= g.min_count, g.min_count, explanation, position)
         t.wl.events.append(position)
 
     def _unschedulable(self, position: int, data: dict[str, Any]) -> bool:
@@ -472,10 +462,7 @@ class Replay:
             return False
         t, g = found
         pre = data["preemptor"]
-        g.conditions["DisruptionTarget"] = {
-            "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-            "message": f"preempted by {pre['namespace']}/{pre['workload']} (priority {pre['priority']})",
-            "position": position}
+        g.conditions["DisruptionTarget"] = disruption_target(pre, position)
         preemptor = self.state.workloads.get((pre["namespace"], pre["workload"]))
         if preemptor is not None and preemptor is not t.wl:
             preemptor.events.append(position)
@@ -538,23 +525,12 @@ class Replay:
         d["_finished"] = (t.body, extras, t.namespace, t.name, t.priority, t.policy)
 
 
-# handlers by event type (plain functions: a Replay holding bound methods would be a reference
-# cycle, keeping a rebuilt state alive until the cyclic GC runs)
-_FAST = {  # dict data
-    ev.WORKLOAD_SUBMITTED: Replay._submitted,
-    ev.WORKLOAD_DELETED: Replay._deleted,
-    ev.POD_GROUP_SCHEDULED: Replay._scheduled,
-    ev.PODS_SCHEDULED: Replay._scheduled,
-    ev.POD_GROUP_UNSCHEDULABLE: Replay._unschedulable,
-    ev.POD_GROUP_PREEMPTED: Replay._preempted,
-    ev.PODS_LOST: Replay._lost,
-}
-_LEAN = {  # JSON text of the current schema version: handler(replay, position, text)
-    ev.WORKLOAD_SUBMITTED: Replay._submitted_lean,
-    ev.WORKLOAD_DELETED: Replay._deleted_lean,
-    ev.POD_GROUP_SCHEDULED: Replay._scheduled_lean,
-    ev.PODS_SCHEDULED: Replay._scheduled_lean,
-}
+# handlers by event type, from evolve's table (plain functions: a Replay holding bound methods
+# would be a reference cycle, keeping a rebuilt state alive until the cyclic GC runs)
+_FAST: dict[str, Callable[[Replay, int, dict[str, Any]], bool]] = {  # dict data
+    t: getattr(Replay, f.replay) for t, f in FOLDS.items() if f.replay is not None}
+_LEAN: dict[str, Callable[[Replay, int, str], bool]] = {  # JSON text of the current schema version
+    t: getattr(Replay, f.replay_lean) for t, f in FOLDS.items() if f.replay_lean is not None}
 
 
 def replay(state: ClusterState, rows: Sequence[Row]) -> ClusterState:

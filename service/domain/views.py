@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain.quantity import format_quantity
 from service.domain.state import ClusterState, Group, Workload
 
@@ -57,7 +57,7 @@ def group_view(state: ClusterState, g: Group) -> dict[str, Any]:
         "explanation": g.explanation if g.pending and g.workload.deleted_at is None else None,
         "pods": [{"name": n, "node": names[g.node_of[i]] if g.node_of[i] >= 0 else None}
                  for i, n in enumerate(g.spec.pod_names)],
-        "claims": dra.claim_views(state, g),
+        "claims": dra.claim_views(state.dra, g),
         "conditions": sorted(g.conditions.values(), key=lambda c: (c["position"], c["type"])),
     }
 
@@ -99,5 +99,5 @@ def canonical(state: ClusterState) -> dict[str, Any]:
             for wl in sorted(state.workloads.values(), key=lambda w: w.position)],
         "queue": [list(k) for k in state.queue.keys()],
         "running": [list(k) for k in state.running.keys()],
-        "devices": dra.canonical(state),
+        "devices": dra.canonical(state.dra),
     }

@@ -38,13 +38,13 @@ def test_v1_stream_replays_under_v2_with_upcaster(monkeypatch):
                         lambda d: {**{k: v for k, v in d.items() if k != "labels"}, "nodeLabels": d["labels"]})
     import importlib
     evolve_mod = importlib.import_module("service.domain.evolve")
-    original = evolve_mod._HANDLERS[ev.NODE_UPSERTED]
+    original = evolve_mod.FOLDS[ev.NODE_UPSERTED].apply
 
     def v2_handler(state, e):
         data = {**{k: v for k, v in e.data.items() if k != "nodeLabels"}, "labels": e.data["nodeLabels"]}
         return original(state, ev.Event(e.position, e.type, data))
 
-    monkeypatch.setitem(evolve_mod._HANDLERS, ev.NODE_UPSERTED, v2_handler)
+    monkeypatch.setitem(evolve_mod.FOLDS, ev.NODE_UPSERTED, evolve_mod.Fold(v2_handler))
     result = replay(copy.deepcopy(v1), "c1", verify=False)
     assert canonical(result.state) == live
     assert result.state.nodes.labels[0] == {"zone": "a"}

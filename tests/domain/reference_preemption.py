@@ -7,50 +7,15 @@ these, which must be identical. Not used by the service.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
-from service.domain import devices as dra
+from service.domain import dra
 from service.domain import placement as pl
+from service.domain.preemption import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit
 from service.domain.state import ClusterState, Group
 
-WOULD_NOT_HELP = "PreemptionWouldNotHelp"
-NO_VICTIMS = "NoLowerPriorityVictims"
-NOT_ALLOWED = "PreemptionNotAllowed"
-
-
-@dataclass
-class Unit:
-    group: Group
-    pods: list[int]
-    whole: bool
-
-    @property
-    def importance(self) -> tuple:
-        """Ascending = most important first (model.md *Reprieve*)."""
-        g = self.group
-        earliest = min(g.placed_at[p] for p in self.pods)  # type: ignore[type-var]
-        return (-g.workload.spec.priority, 0 if self.whole else 1, -len(self.pods), earliest)
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.group.ref, "priority": self.group.workload.spec.priority,
-                "pods": [self.group.spec.pod_names[p] for p in self.pods], "wholeGroup": self.whole}
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """No preemption: why, and how many pods even removing every candidate would place."""
-    reason: str
-    placeable: int
-
-
-@dataclass
-class Plan:
-    placement: pl.Attempt
-    victims: list[tuple[Group, list[int], bool, str]] = field(default_factory=list)  # group, pods, whole, why
-    reprieved: list[Unit] = field(default_factory=list)
+# the types and reasons are the service's own: only the algorithm is the reference's
+__all__ = ["NOT_ALLOWED", "NO_VICTIMS", "WOULD_NOT_HELP", "Plan", "Refusal", "Unit", "candidate_units", "plan"]
 
 
 def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
@@ -73,7 +38,7 @@ class _Removal:
 
     def __init__(self, state: ClusterState, units: list[Unit], devices: bool = False) -> None:
         self.state = state
-        self.release = dra.Release(state, [(u.group, u.pods) for u in units]) if devices else None
+        self.release = dra.Release(state.dra, [(u.group, u.pods) for u in units]) if devices else None
         rows: list[int] = []
         vecs: list[np.ndarray] = []
         self.ends: list[int] = []
@@ -109,7 +74,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         return Refusal(NO_VICTIMS, 0)
     # least important first
     units.sort(key=lambda u: u.importance, reverse=True)
-    devices = dra.group_needs_devices(g) and dra.any_allocated(state)
+    devices = dra.group_needs_devices(g) and bool(state.dra.claims)
     removal = _Removal(state, units, devices)
     try:
         removal.set_prefix(len(units))
@@ -160,7 +125,7 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods
         nodes.usage_changed()
         touched = pre_nodes.intersection(rows)
         fits = all(np.all(nodes.used[r, cols] <= nodes.alloc[r, cols]) for r in touched)
-        if fits and held and dra.unit_conflicts(state, held, ug, unit.pods):
+        if fits and held and dra.unit_conflicts(state.dra, held, ug, unit.pods):
             fits = False  # putting it back would take back devices the preemptor was given
         if fits:
             kept.append(unit)

@@ -591,11 +591,12 @@ class _Dev:
        free_mask=st.lists(st.booleans(), min_size=12, max_size=12), count=st.integers(1, 5))
 def test_one_constrained_request_takes_what_the_general_search_takes(values, free_mask, count):
     """The fast path for one ExactCount request under one matchAttribute equals the general search."""
-    from service.domain.devices import _constrained, _one_constrained, _Request, _Template
+    from service.domain.dra.claims import Request, Template
+    from service.domain.dra.search import constrained, one_constrained
 
     attr = f"{GPU}/nvlinkDomain"
     devs = [_Dev({} if v is None else {attr: v}) for v in values]
     full = tuple(range(len(devs)))
     free = [d for d in full if free_mask[d]]
-    t = _Template((_Request("gpu", "gpu", False, count, ()),), ((attr, (0,)),))
-    assert _one_constrained(count, attr, free, devs) == _constrained(t, [full], [free], devs)
+    t = Template((Request("gpu", "gpu", False, count, ()),), ((attr, (0,)),))
+    assert one_constrained(count, attr, free, devs) == constrained(t, [full], [free], devs)

@@ -16,108 +16,11 @@ from service.domain import ClusterState, Event, decider, evolve
 from service.domain import events as ev
 from service.domain import preemption as pre
 from tests.domain import reference_preemption as ref
+from tests.domain import strategies
 from tests.domain.sim import Sim
 
-NODES = [f"n{i}" for i in range(6)]
-GPU = "gpu.example.com"
-
-
-@st.composite
-def node_cmd(draw, name: str | None = None) -> tuple[str, str, dict[str, Any]]:
-    name = name or draw(st.sampled_from(NODES))
-    labels = {"rack": draw(st.sampled_from(["r1", "r2"]))}
-    if draw(st.booleans()):
-        labels["pool"] = "a"
-    return ("node", name, {"labels": labels, "allocatable": {
-        "pods": draw(st.integers(1, 4)), "cpu": str(draw(st.integers(2, 8))), "memory": "16Gi"}})
-
-
-@st.composite
-def workload(draw, name: str, priority: int, devices: bool) -> tuple[str, str, dict[str, Any]]:
-    groups = []
-    uses_devices = False
-    for gi in range(draw(st.integers(1, 2))):
-        entries = []
-        total = 0
-        for ei in range(draw(st.integers(1, 2))):
-            count = draw(st.integers(1, 3))
-            total += count
-            entry: dict[str, Any] = {"name": f"e{ei}", "count": count,
-                                     "requests": {"cpu": draw(st.sampled_from(["1", "2"]))}}
-            if draw(st.integers(0, 5)) == 0:
-                entry["nodeSelector"] = {"pool": "a"}
-            if devices and draw(st.integers(0, 3)) == 0:
-                entry["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
-                uses_devices = True
-            entries.append(entry)
-        group: dict[str, Any] = {"name": f"g{gi}", "pods": entries}
-        if draw(st.booleans()):
-            group["schedulingPolicy"] = {"gang": {"minCount": draw(st.integers(1, total))}}
-        else:
-            group["schedulingPolicy"] = {"basic": {}}
-        if draw(st.integers(0, 3)) == 0:
-            group["topology"] = {"key": "rack"}
-        if draw(st.integers(0, 3)) == 0:
-            group["disruptionMode"] = "All"
-        groups.append(group)
-    body: dict[str, Any] = {"name": name, "priority": priority, "podGroups": groups}
-    if uses_devices:
-        body["resourceClaimTemplates"] = [{"name": "one-gpu", "spec": {"devices": {"requests": [
-            {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 1}}]}}}]
-    if draw(st.integers(0, 7)) == 0:
-        body["preemptionPolicy"] = "Never"
-    return ("submit", name, body)
-
-
-@st.composite
-def streams(draw) -> list[tuple[str, str, Any]]:
-    """A few nodes filled with low-priority work, then mostly higher-priority arrivals."""
-    devices = draw(st.booleans())
-    cmds: list[tuple[str, str, Any]] = [draw(node_cmd(n)) for n in NODES[: draw(st.integers(1, 4))]]
-    if devices:
-        cmds.append(("class", "gpu", {"selectors": [{"cel": {"expression": f"device.driver == '{GPU}'"}}]}))
-        for n in NODES[:2]:
-            cmds.append(("slice", f"{n}-gpus", {"driver": GPU, "pool": {"name": n, "generation": 1}, "nodeName": n,
-                                                "devices": [{"name": f"gpu-{i}"} for i in range(2)]}))
-    i = 0
-    for _ in range(draw(st.integers(2, 6))):  # the low-priority fill
-        cmds.append(draw(workload(f"w{i}", draw(st.sampled_from([1, 2, 3])), devices)))
-        i += 1
-    for _ in range(draw(st.integers(1, 8))):
-        kind = draw(st.sampled_from(["submit"] * 6 + ["delete", "node", "remove"]))
-        if kind == "submit":
-            cmds.append(draw(workload(f"w{i}", draw(st.sampled_from([1, 2, 3, 5, 10, 20])), devices)))
-            i += 1
-        elif kind == "delete":
-            cmds.append(("delete", f"w{draw(st.integers(0, i - 1))}", None))
-        elif kind == "node":
-            cmds.append(draw(node_cmd()))
-        else:
-            cmds.append(("remove", draw(st.sampled_from(NODES)), None))
-    return cmds
-
-
-def run(cmds: list[tuple[str, str, Any]]) -> Sim:
-    s = Sim()
-    for kind, name, body in cmds:
-        state = s.state
-        if kind == "node":
-            s.run("UpsertNode", name, body=body)
-        elif kind == "class":
-            s.run("UpsertDeviceClass", name, body=body)
-        elif kind == "slice":
-            s.run("UpsertResourceSlice", name, body=body)
-        elif kind == "submit":
-            s.run("SubmitWorkload", name, "default", body)
-        elif kind == "delete":
-            wl = state.workloads.get(("default", name))
-            if wl is not None and wl.deleted_at is None:
-                s.run("DeleteWorkload", name, "default")
-        elif kind == "remove":
-            row = state.nodes.index.get(name)
-            if row is not None and state.nodes.alive[row]:
-                s.run("RemoveNode", name)
-    return s
+run = strategies.run
+streams = strategies.preemption_streams
 
 
 def dump(s: Sim) -> list[str]:

@@ -5,92 +5,16 @@ import json
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from service.domain import events as ev
 from service.domain.views import canonical
+from tests.domain import strategies
 from tests.domain.sim import Sim
-
-NODE_NAMES = [f"n{i}" for i in range(6)]
-RACKS = ["r1", "r2", "r3"]
-
-
-@st.composite
-def node_cmd(draw):
-    return ("node", draw(st.sampled_from(NODE_NAMES)), {
-        "labels": {"rack": draw(st.sampled_from(RACKS)), **({"pool": "a"} if draw(st.booleans()) else {})},
-        "allocatable": {"cpu": str(draw(st.integers(1, 8))), "memory": f"{draw(st.integers(1, 16))}Gi",
-                        **({"pods": draw(st.integers(1, 6))} if draw(st.booleans()) else {})},
-        "unschedulable": draw(st.booleans()) and draw(st.booleans()),
-    })
-
-
-@st.composite
-def workload_cmd(draw, idx):
-    groups = []
-    for gi in range(draw(st.integers(1, 2))):
-        entries = []
-        total = 0
-        for ei in range(draw(st.integers(1, 2))):
-            count = draw(st.integers(1, 4))
-            total += count
-            entry = {"name": f"e{ei}", "count": count,
-                     "requests": {"cpu": draw(st.sampled_from(["500m", "1", "2", "3"])),
-                                  "memory": draw(st.sampled_from(["512Mi", "1Gi", "4Gi"]))}}
-            if draw(st.integers(0, 4)) == 0:
-                entry["nodeSelector"] = {"pool": "a"}
-            entries.append(entry)
-        group = {"name": f"g{gi}", "pods": entries}
-        if draw(st.booleans()):
-            group["schedulingPolicy"] = {"gang": {"minCount": draw(st.integers(1, total))}}
-        else:
-            group["schedulingPolicy"] = {"basic": {}}
-        if draw(st.integers(0, 3)) == 0:
-            group["topology"] = {"key": "rack"}
-        if draw(st.integers(0, 3)) == 0:
-            group["disruptionMode"] = "All"
-        groups.append(group)
-    body = {"name": f"w{idx}", "podGroups": groups, "priority": draw(st.sampled_from([0, 5, 10, 100]))}
-    if draw(st.integers(0, 5)) == 0:
-        body["preemptionPolicy"] = "Never"
-    return ("submit", f"w{idx}", body)
-
-
-@st.composite
-def streams(draw):
-    cmds = [draw(node_cmd()) for _ in range(draw(st.integers(1, 4)))]
-    for i in range(draw(st.integers(1, 14))):
-        kind = draw(st.sampled_from(["submit", "submit", "submit", "delete", "node", "remove"]))
-        if kind == "submit":
-            cmds.append(draw(workload_cmd(i)))
-        elif kind == "delete":
-            cmds.append(("delete", f"w{draw(st.integers(0, max(0, i - 1)))}", None))
-        elif kind == "node":
-            cmds.append(draw(node_cmd()))
-        else:
-            cmds.append(("remove", draw(st.sampled_from(NODE_NAMES)), None))
-    return cmds
+from tests.domain.strategies import streams
 
 
 def run(cmds) -> Sim:
-    s = Sim()
-    for kind, name, body in cmds:
-        st_ = s.state
-        if kind == "node":
-            s.run("UpsertNode", name, body=body)
-        elif kind == "submit":
-            if ("default", name) not in st_.workloads:
-                s.run("SubmitWorkload", name, "default", body)
-        elif kind == "delete":
-            wl = st_.workloads.get(("default", name))
-            if wl is not None and wl.deleted_at is None:
-                s.run("DeleteWorkload", name, "default")
-        elif kind == "remove":
-            row = st_.nodes.index.get(name)
-            if row is not None and st_.nodes.alive[row]:
-                s.run("RemoveNode", name)
-        check_invariants(s)
-    return s
+    return strategies.run(cmds, check_invariants)
 
 
 def check_invariants(s: Sim) -> None:

@@ -20,7 +20,7 @@ from service.domain import events as ev
 from service.domain.replay import Replay, ReplayError, replay
 from service.domain.views import canonical, workload_view
 from service.store.base import canonical_json
-from tests.domain import test_devices, test_preemption_properties, test_properties
+from tests.domain import strategies, test_devices, test_properties
 from tests.domain.sim import Sim, gang, pods
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -105,15 +105,15 @@ def check_same(sim: Sim, data: st.DataObject, *, end_all: bool = False) -> None:
 
 
 @SETTINGS
-@given(test_properties.streams(), st.data())
+@given(strategies.streams(), st.data())
 def test_fast_replay_equals_fold_on_random_streams(cmds, data):
     check_same(test_properties.run(cmds), data, end_all=data.draw(st.booleans()))
 
 
 @SETTINGS
-@given(test_preemption_properties.streams(), st.data())
+@given(strategies.preemption_streams(), st.data())
 def test_fast_replay_equals_fold_with_preemption_and_devices(cmds, data):
-    check_same(test_preemption_properties.run(cmds), data, end_all=data.draw(st.booleans()))
+    check_same(strategies.run(cmds), data, end_all=data.draw(st.booleans()))
 
 
 @contextmanager

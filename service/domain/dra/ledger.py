@@ -1,0 +1,103 @@
+"""Trial allocation while placement places pods: `Ledger.try_pod` allocates on trial, marking
+devices busy; `rollback` undoes it, last in first out."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from service.domain.dra import claims as cl
+from service.domain.dra.claims import POD, Allocation, ClaimKey
+from service.domain.dra.devices import DeviceState
+from service.domain.dra.index import Index, MatcherKey
+from service.domain.nodes import NodeTable
+
+if TYPE_CHECKING:
+    from service.domain.workload import Group
+
+
+class Ledger:
+    """Allocations made on a trial basis while pods are placed; `rollback` undoes them."""
+
+    def __init__(self, ds: DeviceState, nodes: NodeTable) -> None:
+        self.ds = ds
+        self.nodes = nodes
+        self._new: list[Allocation] = []
+        self._claims: dict[ClaimKey, Allocation] = {}
+        self.shared_made = 0  # shared claims allocated in this trial (placement re-filters on change)
+
+    def allocation(self, key: ClaimKey) -> Allocation | None:
+        got = self._claims.get(key)
+        return got if got is not None else self.ds.claims.get(key)
+
+    def try_pod(self, g: Group, pod: int, node: int) -> bool:
+        """Allocate what this pod needs on this node (on trial); False if it cannot."""
+        ds, nodes = self.ds, self.nodes
+        mark = len(self._new)
+        for use in cl.pod_uses(ds, g, pod):
+            key = cl.key(g, pod, use)
+            alloc = self.allocation(key)
+            if alloc is not None:
+                if use.consumer and not all(ds.reaches(nodes, d, node) for d in alloc.device_ids):
+                    self._undo(mark)
+                    return False
+                continue
+            ids = ds.allocate(nodes, use.template, node)
+            if ids is None:
+                self._undo(mark)
+                return False
+            a = Allocation(key, use.name, use.sharing, pod if use.sharing == POD else None, ids)
+            self._new.append(a)
+            self._claims[key] = a
+            for d in ids:
+                ds.busy[d] = True
+            if use.sharing != POD:
+                self.shared_made += 1
+        return True
+
+    def _undo(self, mark: int) -> None:
+        busy = self.ds.busy
+        while len(self._new) > mark:
+            a = self._new.pop()
+            del self._claims[a.claim]
+            for d in a.device_ids:
+                busy[d] = False
+
+    def new_allocations(self) -> list[Allocation]:
+        return list(self._new)
+
+    def rollback(self) -> None:
+        self._undo(0)
+
+    def viable(self, g: Group, pod: int, rows: np.ndarray) -> np.ndarray:
+        """A cheap necessary condition, per row, for `try_pod` to succeed: enough free matching
+        devices for every claim still to allocate, and reach of the shared claims allocated."""
+        ds, nodes = self.ds, self.nodes
+        mask = np.ones(len(rows), dtype=bool)
+        need: dict[MatcherKey, int] = {}
+        index: Index | None = None
+        for use in cl.pod_uses(ds, g, pod):
+            alloc = self.allocation(cl.key(g, pod, use))
+            if alloc is not None:
+                if use.consumer:
+                    mask &= ds.reach_mask(nodes, alloc.device_ids)[rows]
+                continue
+            if use.template.error is not None:
+                return np.zeros(len(rows), dtype=bool)
+            index = index or ds.index(nodes)
+            for req in use.template.requests:
+                m = index.matcher(nodes, ds, req)
+                if m is None:
+                    return np.zeros(len(rows), dtype=bool)
+                key = (req.device_class, req.selectors)
+                if req.all:
+                    mask &= m.counts(nodes, None)[rows] >= 1
+                else:
+                    need[key] = need.get(key, 0) + req.count
+        if need:
+            assert index is not None
+            for matcher_key, count in need.items():
+                m = index.matchers[matcher_key]
+                assert m is not None
+                mask &= m.counts(nodes, ds.busy)[rows] >= count
+        return mask

@@ -1,0 +1,181 @@
+"""What releasing placed pods frees: the claims events record as released, the devices the
+preemption simulation gives back, and the pods a slice change leaves without their devices."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from service.domain import events as ev
+from service.domain.dra import claims as cl
+from service.domain.dra.claims import GROUP, POD, WORKLOAD, Allocation, ClaimKey
+from service.domain.dra.devices import DeviceState
+from service.domain.nodes import NodeTable
+
+if TYPE_CHECKING:
+    from service.domain.workload import Group, Workload
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Pods of one group whose claims lost devices, and the claims lost."""
+    group: Group
+    pods: list[int]
+    claims: list[dict[str, Any]]
+
+
+class Release:
+    """The devices victim units give back, prefix by prefix of the removal order: their pods'
+    own claims, and a group (workload) claim once no pod of its group (workload) is left."""
+
+    def __init__(self, ds: DeviceState, units: list[tuple[Group, list[int]]]) -> None:
+        self.ds = ds
+        left: dict[int, int] = {}
+        wl_left: dict[int, int] = {}
+        self.freed: list[np.ndarray] = []
+        for g, pods in units:
+            if id(g) not in left:
+                left[id(g)] = g.placed
+            wl = g.workload
+            if wl.position not in wl_left:
+                wl_left[wl.position] = sum(1 for o in wl.groups if o.placed)
+            ids: list[int] = []
+            keys = ds.by_workload.get(wl.position, ())
+            if keys:
+                info = cl.info(ds, g)
+                for p in pods:
+                    for use in info.shape_uses.get(g.spec.pod_shapes[p], ()):
+                        if use.sharing == POD:
+                            a = ds.claims.get(cl.key(g, p, use))
+                            if a is not None:
+                                ids.extend(a.device_ids)
+                left[id(g)] -= len(pods)
+                if left[id(g)] == 0:
+                    for use in info.group_uses:
+                        a = ds.claims.get(cl.key(g, -1, use))
+                        if a is not None:
+                            ids.extend(a.device_ids)
+                    wl_left[wl.position] -= 1
+                    if wl_left[wl.position] == 0:
+                        for key in sorted(k for k in keys if k[0] == WORKLOAD):
+                            ids.extend(ds.claims[key].device_ids)
+            else:
+                left[id(g)] -= len(pods)
+                if left[id(g)] == 0:
+                    wl_left[wl.position] -= 1
+            self.freed.append(np.array(ids, dtype=np.int64))
+        self.applied = 0
+
+    def set_prefix(self, units: int) -> None:
+        busy = self.ds.busy
+        for i in range(self.applied, units):
+            busy[self.freed[i]] = False
+        for i in range(units, self.applied):
+            busy[self.freed[i]] = True
+        self.applied = units
+
+
+def held_devices(allocations: list[Allocation]) -> set[int]:
+    return {d for a in allocations for d in a.device_ids}
+
+
+def unit_conflicts(ds: DeviceState, held: set[int], g: Group, pods: list[int]) -> bool:
+    """Would putting these pods back take back any device in `held` (the preemptor's)?
+    Counts their own claims and their group's and workload's claims."""
+    keys = ds.by_workload.get(g.workload.position)
+    if not keys or not held:
+        return False
+    pods_set = set(pods)
+    for key in keys:
+        if key[0] == POD and (key[2] != g.index or key[3] not in pods_set):
+            continue
+        if key[0] == GROUP and key[2] != g.index:
+            continue
+        if any(d in held for d in ds.claims[key].device_ids):
+            return True
+    return False
+
+
+def claims_released(ds: DeviceState, nodes: NodeTable, g: Group, pods: list[int]) -> list[dict[str, Any]]:
+    """The claims that releasing these placed pods of g frees (model.md *Devices*): their own
+    claims; the group's claims when no pod of it stays placed; the workload's when no pod of
+    it stays placed; and a shared claim holding a device that only a removed node reached,
+    once none of its consumers stays placed."""
+    wl = g.workload
+    keys = ds.by_workload.get(wl.position)
+    if not keys:
+        return []
+    released = {p for p in pods if g.node_of[p] >= 0}
+    remaining = g.placed - len(released)
+    wl_empty = remaining == 0 and all(o.placed == 0 for o in wl.groups if o is not g)
+    info = cl.info(ds, g)
+    out: list[ClaimKey] = []
+    for p in sorted(released):
+        for use in info.shape_uses.get(g.spec.pod_shapes[p], ()):
+            if use.sharing == POD:
+                key = cl.key(g, p, use)
+                if key in ds.claims:
+                    out.append(key)
+    for use in info.group_uses:
+        key = cl.key(g, -1, use)
+        if key in ds.claims and (remaining == 0 or _orphaned(ds, nodes, key, g, released)):
+            out.append(key)
+    for key in sorted(k for k in keys if k[0] == WORKLOAD):
+        if wl_empty or _orphaned(ds, nodes, key, g, released):
+            out.append(key)
+    return [cl.descriptor(g, k) for k in out]
+
+
+def _orphaned(ds: DeviceState, nodes: NodeTable, key: ClaimKey, g: Group, released: set[int]) -> bool:
+    """A shared claim with a device gone with its node, and no consumer left placed."""
+    alloc = ds.claims[key]
+    if all(ds.usable(nodes, d) for d in alloc.device_ids):
+        return False
+    wl = g.workload
+    groups = [wl.groups[key[2]]] if key[0] == GROUP else wl.groups
+    for o in groups:
+        info = cl.info(ds, o)
+        for p, node in enumerate(o.node_of):
+            if node < 0 or (o is g and p in released):
+                continue
+            if any(u.name == key[-1] and u.sharing == key[0]
+                   for u in info.shape_uses.get(o.spec.pod_shapes[p], ())):
+                return False
+    return True
+
+
+def losses(ds: DeviceState, by_position: Mapping[int, Workload], input_event: ev.Event) -> list[Loss]:
+    """After a slice change: the placed pods whose claims lost devices, by group."""
+    if input_event.type not in (ev.RESOURCE_SLICE_UPSERTED, ev.RESOURCE_SLICE_REMOVED):
+        return []
+    if ds.lost is None or ds.lost[0] != input_event.position or not ds.lost[1]:
+        return []
+    by_group: dict[tuple[int, int], tuple[Group, set[int], list[dict[str, Any]]]] = {}
+
+    def add(g: Group, pods: Iterable[int], key: ClaimKey) -> None:
+        pods = list(pods)
+        if not pods:
+            return
+        slot = by_group.setdefault((g.workload.position, g.index), (g, set(), []))
+        slot[1].update(pods)
+        desc = cl.descriptor(g, key)
+        if desc not in slot[2]:
+            slot[2].append(desc)
+
+    for alloc in ds.lost[1]:
+        key = alloc.claim
+        wl = by_position[key[1]]
+        if key[0] == POD:
+            g = wl.groups[key[2]]
+            if g.node_of[key[3]] >= 0:
+                add(g, [key[3]], key)
+            continue
+        groups = [wl.groups[key[2]]] if key[0] == GROUP else wl.groups
+        for g in groups:
+            info = cl.info(ds, g)
+            add(g, (p for p, node in enumerate(g.node_of) if node >= 0 and any(
+                u.name == key[-1] and u.sharing == key[0]
+                for u in info.shape_uses.get(g.spec.pod_shapes[p], ()))), key)
+    return [Loss(g, sorted(pods), descs) for _, (g, pods, descs) in sorted(by_group.items())]

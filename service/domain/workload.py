@@ -1,0 +1,127 @@
+"""The live workloads and their pod groups: what the decider places, and what a finished
+workload keeps (`Workload.compact`). No dependency on the cluster state, so that the device
+code (dra/) and the queue can name them without importing state.py."""
+from __future__ import annotations
+
+import json
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.domain.model import GroupSpec, WorkloadSpec, workload_from_submission
+
+QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
+
+
+@dataclass(eq=False)
+class Group:
+    workload: Workload
+    index: int
+    spec: GroupSpec
+    node_of: list[int]  # node row per pod, -1 when not placed
+    placed_at: list[tuple[int, int] | None]  # (decision position, pod index in that decision)
+    placed: int = 0
+    domain: str | None = None  # topology value chosen while any pod is placed
+    explanation: dict[str, Any] | None = None
+    needs_explanation: bool = True  # no failed try recorded since it became pending
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ever_scheduled: bool = False
+    class_key: tuple[Any, ...] | None = None  # groups with equal keys place identically (pass skipping)
+    _pod_index: dict[str, int] | None = None
+
+    def pod_index(self, name: str) -> int:
+        if self._pod_index is None:
+            self._pod_index = {n: i for i, n in enumerate(self.spec.pod_names)}
+        return self._pod_index[name]
+
+    @property
+    def key(self) -> QueueKey:
+        return (-self.workload.spec.priority, self.workload.position, self.index)
+
+    @property
+    def running_key(self) -> tuple[int, int, int]:
+        return (self.workload.spec.priority, self.workload.position, self.index)
+
+    @property
+    def total(self) -> int:
+        return len(self.spec.pod_names)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.placed >= self.spec.min_count if self.spec.gang else self.placed >= 1
+
+    @property
+    def pending(self) -> bool:
+        return self.placed < self.total
+
+    @property
+    def ref(self) -> dict[str, str]:
+        return {"namespace": self.workload.spec.namespace, "workload": self.workload.spec.name,
+                "podGroup": self.spec.name}
+
+
+@dataclass(eq=False)
+class Workload:
+    spec: WorkloadSpec
+    body: dict[str, Any]  # as submitted
+    position: int  # of its WorkloadSubmitted event
+    groups: list[Group] = field(default_factory=list)
+    deleted_at: int | None = None
+    # positions of events about it (history); an array once finished (compact)
+    events: list[int] | array[int] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.spec.namespace, self.spec.name)
+
+    # A finished workload keeps only what its view and history need: a cluster that has seen
+    # hundreds of thousands of workloads stays small in memory and in snapshots. Its spec and
+    # groups are rebuilt on first access.
+    def compact(self) -> None:
+        extras = [{"conditions": g.conditions, "explanation": g.explanation,
+                   "needsExplanation": g.needs_explanation, "everScheduled": g.ever_scheduled}
+                  for g in self.groups]
+        self.__dict__["_finished"] = (self.body, extras, self.spec.namespace, self.spec.name,
+                                      self.spec.priority, self.spec.preemption_policy)
+        self.events = array("q", self.events)
+        for name in ("spec", "groups", "body"):
+            self.__dict__.pop(name, None)
+
+    def __getattr__(self, name: str) -> Any:
+        finished = self.__dict__.get("_finished")
+        if finished is None or name not in ("spec", "groups", "body"):
+            raise AttributeError(name)
+        body, extras, namespace, wl_name, priority, policy = finished
+        if isinstance(body, str):  # restored from a snapshot, or replayed (replay.py)
+            body = json.loads(body)
+        if isinstance(extras, str):  # restored from a snapshot
+            extras = json.loads(extras)
+        spec = workload_from_submission({"namespace": namespace, "name": wl_name, "priority": priority,
+                                         "preemptionPolicy": policy, "spec": body})
+        self.__dict__.update(spec=spec, body=body)
+        groups = []
+        for i, (gs, extra) in enumerate(zip(spec.groups, extras)):
+            g = Group(workload=self, index=i, spec=gs, node_of=[-1] * len(gs.pod_names),
+                      placed_at=[None] * len(gs.pod_names), explanation=extra["explanation"],
+                      needs_explanation=extra["needsExplanation"], conditions=extra["conditions"],
+                      ever_scheduled=extra["everScheduled"])
+            groups.append(g)
+        self.__dict__["groups"] = groups
+        return self.__dict__[name]
+
+    def __getstate__(self) -> dict[str, Any]:
+        finished = self.__dict__.get("_finished")
+        if finished is not None:
+            # one string per finished workload: small and fast to load
+            body, extras = finished[0], finished[1]
+            if not isinstance(body, str):
+                body = json.dumps(body, separators=(",", ":"))
+            if not isinstance(extras, str):
+                extras = json.dumps(extras, separators=(",", ":"))
+            out = {k: v for k, v in self.__dict__.items() if k not in ("spec", "groups", "body")}
+            out["_finished"] = (body, extras, *finished[2:])
+            return out
+        return self.__dict__
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)

@@ -1,0 +1,180 @@
+"""Hypothesis strategies shared by the tests of tests/domain, and the runner that plays their
+command streams into a Sim."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.domain.sim import Sim
+
+# -- scheduling streams (nodes, workloads, deletions, node removals) ------------------------------
+NODE_NAMES = [f"n{i}" for i in range(6)]
+RACKS = ["r1", "r2", "r3"]
+
+
+@st.composite
+def node_cmd(draw):
+    return ("node", draw(st.sampled_from(NODE_NAMES)), {
+        "labels": {"rack": draw(st.sampled_from(RACKS)), **({"pool": "a"} if draw(st.booleans()) else {})},
+        "allocatable": {"cpu": str(draw(st.integers(1, 8))), "memory": f"{draw(st.integers(1, 16))}Gi",
+                        **({"pods": draw(st.integers(1, 6))} if draw(st.booleans()) else {})},
+        "unschedulable": draw(st.booleans()) and draw(st.booleans()),
+    })
+
+
+@st.composite
+def workload_cmd(draw, idx):
+    groups = []
+    for gi in range(draw(st.integers(1, 2))):
+        entries = []
+        total = 0
+        for ei in range(draw(st.integers(1, 2))):
+            count = draw(st.integers(1, 4))
+            total += count
+            entry = {"name": f"e{ei}", "count": count,
+                     "requests": {"cpu": draw(st.sampled_from(["500m", "1", "2", "3"])),
+                                  "memory": draw(st.sampled_from(["512Mi", "1Gi", "4Gi"]))}}
+            if draw(st.integers(0, 4)) == 0:
+                entry["nodeSelector"] = {"pool": "a"}
+            entries.append(entry)
+        group = {"name": f"g{gi}", "pods": entries}
+        if draw(st.booleans()):
+            group["schedulingPolicy"] = {"gang": {"minCount": draw(st.integers(1, total))}}
+        else:
+            group["schedulingPolicy"] = {"basic": {}}
+        if draw(st.integers(0, 3)) == 0:
+            group["topology"] = {"key": "rack"}
+        if draw(st.integers(0, 3)) == 0:
+            group["disruptionMode"] = "All"
+        groups.append(group)
+    body = {"name": f"w{idx}", "podGroups": groups, "priority": draw(st.sampled_from([0, 5, 10, 100]))}
+    if draw(st.integers(0, 5)) == 0:
+        body["preemptionPolicy"] = "Never"
+    return ("submit", f"w{idx}", body)
+
+
+@st.composite
+def streams(draw):
+    cmds = [draw(node_cmd()) for _ in range(draw(st.integers(1, 4)))]
+    for i in range(draw(st.integers(1, 14))):
+        kind = draw(st.sampled_from(["submit", "submit", "submit", "delete", "node", "remove"]))
+        if kind == "submit":
+            cmds.append(draw(workload_cmd(i)))
+        elif kind == "delete":
+            cmds.append(("delete", f"w{draw(st.integers(0, max(0, i - 1)))}", None))
+        elif kind == "node":
+            cmds.append(draw(node_cmd()))
+        else:
+            cmds.append(("remove", draw(st.sampled_from(NODE_NAMES)), None))
+    return cmds
+
+
+# -- preemption streams (low-priority fill, then higher-priority arrivals; devices maybe) ----------
+NODES = [f"n{i}" for i in range(6)]
+GPU = "gpu.example.com"
+
+
+@st.composite
+def preemption_node_cmd(draw, name: str | None = None) -> tuple[str, str, dict[str, Any]]:
+    name = name or draw(st.sampled_from(NODES))
+    labels = {"rack": draw(st.sampled_from(["r1", "r2"]))}
+    if draw(st.booleans()):
+        labels["pool"] = "a"
+    return ("node", name, {"labels": labels, "allocatable": {
+        "pods": draw(st.integers(1, 4)), "cpu": str(draw(st.integers(2, 8))), "memory": "16Gi"}})
+
+
+@st.composite
+def preemption_workload(draw, name: str, priority: int, devices: bool) -> tuple[str, str, dict[str, Any]]:
+    groups = []
+    uses_devices = False
+    for gi in range(draw(st.integers(1, 2))):
+        entries = []
+        total = 0
+        for ei in range(draw(st.integers(1, 2))):
+            count = draw(st.integers(1, 3))
+            total += count
+            entry: dict[str, Any] = {"name": f"e{ei}", "count": count,
+                                     "requests": {"cpu": draw(st.sampled_from(["1", "2"]))}}
+            if draw(st.integers(0, 5)) == 0:
+                entry["nodeSelector"] = {"pool": "a"}
+            if devices and draw(st.integers(0, 3)) == 0:
+                entry["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+                uses_devices = True
+            entries.append(entry)
+        group: dict[str, Any] = {"name": f"g{gi}", "pods": entries}
+        if draw(st.booleans()):
+            group["schedulingPolicy"] = {"gang": {"minCount": draw(st.integers(1, total))}}
+        else:
+            group["schedulingPolicy"] = {"basic": {}}
+        if draw(st.integers(0, 3)) == 0:
+            group["topology"] = {"key": "rack"}
+        if draw(st.integers(0, 3)) == 0:
+            group["disruptionMode"] = "All"
+        groups.append(group)
+    body: dict[str, Any] = {"name": name, "priority": priority, "podGroups": groups}
+    if uses_devices:
+        body["resourceClaimTemplates"] = [{"name": "one-gpu", "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 1}}]}}}]
+    if draw(st.integers(0, 7)) == 0:
+        body["preemptionPolicy"] = "Never"
+    return ("submit", name, body)
+
+
+@st.composite
+def preemption_streams(draw) -> list[tuple[str, str, Any]]:
+    """A few nodes filled with low-priority work, then mostly higher-priority arrivals."""
+    devices = draw(st.booleans())
+    cmds: list[tuple[str, str, Any]] = [draw(preemption_node_cmd(n)) for n in NODES[: draw(st.integers(1, 4))]]
+    if devices:
+        cmds.append(("class", "gpu", {"selectors": [{"cel": {"expression": f"device.driver == '{GPU}'"}}]}))
+        for n in NODES[:2]:
+            cmds.append(("slice", f"{n}-gpus", {"driver": GPU, "pool": {"name": n, "generation": 1}, "nodeName": n,
+                                                "devices": [{"name": f"gpu-{i}"} for i in range(2)]}))
+    i = 0
+    for _ in range(draw(st.integers(2, 6))):  # the low-priority fill
+        cmds.append(draw(preemption_workload(f"w{i}", draw(st.sampled_from([1, 2, 3])), devices)))
+        i += 1
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["submit"] * 6 + ["delete", "node", "remove"]))
+        if kind == "submit":
+            cmds.append(draw(preemption_workload(f"w{i}", draw(st.sampled_from([1, 2, 3, 5, 10, 20])), devices)))
+            i += 1
+        elif kind == "delete":
+            cmds.append(("delete", f"w{draw(st.integers(0, i - 1))}", None))
+        elif kind == "node":
+            cmds.append(draw(preemption_node_cmd()))
+        else:
+            cmds.append(("remove", draw(st.sampled_from(NODES)), None))
+    return cmds
+
+
+def run(cmds: list[tuple[str, str, Any]], check: Callable[[Sim], None] | None = None) -> Sim:
+    """Play a stream of (kind, name, body) into a fresh Sim; `check(sim)` after each command.
+    A submission of a name already submitted, a deletion of a workload not live and a removal of
+    a node not alive are skipped."""
+    s = Sim()
+    for kind, name, body in cmds:
+        state = s.state
+        if kind == "node":
+            s.run("UpsertNode", name, body=body)
+        elif kind == "class":
+            s.run("UpsertDeviceClass", name, body=body)
+        elif kind == "slice":
+            s.run("UpsertResourceSlice", name, body=body)
+        elif kind == "submit":
+            if ("default", name) not in state.workloads:
+                s.run("SubmitWorkload", name, "default", body)
+        elif kind == "delete":
+            wl = state.workloads.get(("default", name))
+            if wl is not None and wl.deleted_at is None:
+                s.run("DeleteWorkload", name, "default")
+        elif kind == "remove":
+            row = state.nodes.index.get(name)
+            if row is not None and state.nodes.alive[row]:
+                s.run("RemoveNode", name)
+        if check is not None:
+            check(s)
+    return s
