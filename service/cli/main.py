@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import functools
 import gc
 import json
 import re
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -144,10 +146,39 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
         _fail(f"error: {exc}")
     _db(settings.database_url)  # an SQLite file's directory must exist
     bind = resolve_bind_host(api_settings, settings.host)
+    sock = _listen(bind, settings.port)  # before anything starts: a port in use is one error, nothing logged
     application = build_app(settings, api_settings)
-    # no proxy-header rewriting (nothing here reads client addresses): one middleware less per request
-    uvicorn.run(application, host=bind, port=settings.port, log_level="warning", access_log=False,
-                proxy_headers=False, server_header=False)
+    url = _url(bind, sock.getsockname()[1])
+
+    def announce() -> None:  # after the startup hooks (migrations, Kafka): the API answers now
+        out.print(f"listening on {url} — API docs at /schema", markup=False, highlight=False, soft_wrap=True)
+
+    application.on_startup.append(announce)
+    # no proxy-header rewriting (nothing here reads client addresses): one middleware less per request;
+    # log_config None: uvicorn's own lines go through the JSON logging configured above
+    config = uvicorn.Config(application, host=bind, port=settings.port, log_level="warning", access_log=False,
+                            proxy_headers=False, server_header=False, log_config=None)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (as uvicorn binds one), or one line and exit 2."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        _fail(f"error: cannot listen on {_url(host, port)}: {reason}")
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @app.command()
