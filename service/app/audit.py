@@ -356,7 +356,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
                              f"{group} (priority {d['priority']}): {_pods(d['pods'])}.")
         elif t == ev.PODS_LOST:
             lines.append(f"{when} Group {group} lost {_n(len(d['pods']), 'pod')}, {_pods(d['pods'])}, "
-                         f"because {cause or _loss_words(d)}"
+                         f"because {cause if cause_at in inputs else _loss_words(d)}"
                          f"{'; the whole group went back to the queue' if d['wholeGroup'] else ''}."
                          f"{_released(d)}")
             _unplace(groups.get(group), d["pods"])
