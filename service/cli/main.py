@@ -524,7 +524,7 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
             # an explanation read from an altered record would be no explanation: the chain first
             # (over the stored texts: a hash per event, no decoding)
             checked = await store.verify(cluster)
-            if not checked.ok:
+            if not checked.ok and checked.first_bad_position is not None:
                 _broken(checked.first_bad_position)
             if checked.events == 0:
                 _no_events(cluster)
