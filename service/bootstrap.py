@@ -36,7 +36,7 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
             from service.kafka.runtime import start_kafka
             runtime["kafka"] = await start_kafka(service, settings)
         log.info("gangplank.started", database=_safe_url(settings.database_url),
-                 kafka=settings.kafka_bootstrap, open_api=api_settings.is_open)
+                 kafka=settings.kafka_bootstrap, auth="none" if api_settings.is_open else "bearer")
 
     async def shutdown() -> None:
         kafka = runtime.pop("kafka", None)

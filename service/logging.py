@@ -1,8 +1,11 @@
-"""Structured logging (structlog) for the service process."""
+"""Structured logging (structlog) for the service process: one JSON object per line on stderr,
+for Gangplank's own events and for every library that logs through the standard `logging`
+module (Alembic's migration lines, uvicorn's errors)."""
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import structlog
 
@@ -18,11 +21,23 @@ class _Stderr:
         sys.stderr.flush()
 
 
+def _stamps() -> list[Any]:
+    return [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
+
+
 def configure_logging(level: int = logging.INFO) -> None:
-    logging.basicConfig(format="%(message)s", stream=_Stderr(), level=level)
+    render = structlog.processors.JSONRenderer(sort_keys=True)
+    # standard-library records ("Running upgrade  -> 0001 ...") become {"event": <message>,
+    # "logger": <name>, "level", "timestamp"}, as structlog's own lines
+    handler = logging.StreamHandler(_Stderr())
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, render],
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *_stamps(), structlog.processors.format_exc_info]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
-                    structlog.processors.JSONRenderer(sort_keys=True)],
+        processors=[*_stamps(), render],
         logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
         wrapper_class=structlog.make_filtering_bound_logger(level),
     )

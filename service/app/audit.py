@@ -73,12 +73,24 @@ class StreamOrderError(ValueError):
                          f"expected position {expected}, found {found}")
 
 
+class StreamContentError(ValueError):
+    """An event this code cannot fold (data it did not write): nothing after it can be folded."""
+
+    def __init__(self, cluster: str, position: int, cause: Exception) -> None:
+        super().__init__(f"event {position} of cluster {cluster!r} cannot be folded: "
+                         f"{type(cause).__name__}: {cause}")
+        self.position = position
+
+
 def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = False,
-           until: int | None = None, progress: Callable[[int], None] | None = None) -> ReplayResult:
+           until: int | None = None, progress: Callable[[int], None] | None = None,
+           last: int | None = None) -> ReplayResult:
     """Fold the events; with `verify`, re-decide each input from the recorded inputs only and
     compare every recorded decision (canonical JSON), and check the hash chain. A gap or events
     out of order end a verification there (chain broken at the position expected); without
-    `verify` they raise StreamOrderError."""
+    `verify` they raise StreamOrderError. An event that cannot be folded ends a verification whose
+    chain is already broken; otherwise it raises StreamContentError. `last`: the cluster's recorded
+    last position, so that a verification notices a cut tail."""
     if verify and until is not None:
         envelopes = list(envelopes)  # may be folded a second time (below)
     result = ReplayResult(ClusterState(cluster), chain_checked=verify)
@@ -106,27 +118,17 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
             prev_hash = env.get("hash", "")
         expected_position = position + 1
         last_hash = env.get("hash", last_hash)
-        event = to_domain(env)
-        if event.type in ev.INPUT_TYPES:
-            result.inputs += 1
-            if verify and result.first_mismatch is None:
-                if expected:
-                    _mismatch(result, expected[0].position, expected[0], None)
-                else:
-                    expected = handle(state, event)
-            else:
-                evolve(state, event)
-        else:
-            result.decisions += 1
-            if verify and result.first_mismatch is None:
-                if not expected or _decision_bytes(expected[0]) != _decision_bytes(event):
-                    _mismatch(result, position, expected[0] if expected else None, event)
-                else:
-                    expected.pop(0)
-            else:
-                evolve(state, event)
+        try:
+            expected = _fold(result, to_domain(env), expected, verify)
+        except Exception as exc:  # what this code did not write: a record altered, or from elsewhere
+            if verify and not result.chain_ok:
+                result.head = prev_hash
+                return result  # the broken chain is the answer
+            raise StreamContentError(cluster, position, exc) from exc
         if progress is not None:
             progress(position)
+    if verify and last is not None and expected_position <= (last if until is None else min(last, until)):
+        return _broken(result, expected_position, prev_hash)  # the tail is cut: fewer events than recorded
     if until is not None and expected and expected[0].position > until:
         # the last input's decisions that fall after --until are outside the range checked
         expected = [e for e in expected if e.position <= until]
@@ -138,6 +140,44 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
         result.state = replay(envelopes, cluster, until=until).state
     result.head = prev_hash if verify else last_hash
     return result
+
+
+def _fold(result: ReplayResult, event: Event, expected: list[Event], verify: bool) -> list[Event]:
+    """Fold one event (re-deciding an input with `verify`); the decisions still expected."""
+    state = result.state
+    if event.type in ev.INPUT_TYPES:
+        result.inputs += 1
+        if verify and result.first_mismatch is None:
+            if expected:
+                _mismatch(result, expected[0].position, expected[0], None)
+            else:
+                return handle(state, event)
+        else:
+            evolve(state, event)
+    else:
+        result.decisions += 1
+        if verify and result.first_mismatch is None:
+            if not expected or _decision_bytes(expected[0]) != _decision_bytes(event):
+                _mismatch(result, event.position, expected[0] if expected else None, event)
+            else:
+                expected.pop(0)
+        else:
+            evolve(state, event)
+    return expected
+
+
+def chain_break(envelopes: Iterable[dict[str, Any]], cluster: str | None = None) -> int | None:
+    """The first position (of `cluster`'s events, default: every event) where the hash chain is
+    broken: missing, out of order, or a hash that does not recompute; None when it holds."""
+    prev, expected = GENESIS_HASH, 1
+    for env in envelopes:
+        if cluster is not None and env.get("cluster") != cluster:
+            continue
+        body = {k: v for k, v in env.items() if k not in ("hash", "prevHash")}
+        if env.get("position") != expected or env.get("prevHash") != prev or chain_hash(prev, body) != env.get("hash"):
+            return expected
+        prev, expected = env["hash"], expected + 1
+    return None
 
 
 def _broken(result: ReplayResult, position: int, head: str) -> ReplayResult:
@@ -159,13 +199,26 @@ def _mismatch(result: ReplayResult, position: int, redecided: Event | None, reco
 
 
 def read_jsonl(path: str) -> Iterable[dict[str, Any]]:
+    """The envelopes of an export; ValueError naming the line that is not one."""
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, 1):
             if line.strip():
-                yield json.loads(line)
+                env = json.loads(line)
+                if not (isinstance(env, dict) and type(env.get("position")) is int
+                        and isinstance(env.get("type"), str) and isinstance(env.get("data"), dict)
+                        and isinstance(env.get("cluster", ""), str)
+                        and type(env.get("schemaVersion", 1)) is int):
+                    raise ValueError(f"{path} line {number} is not an event envelope (an object with "
+                                     f"integer position and schemaVersion, string type and cluster, object data)")
+                yield env
 
 
 # -- explain -----------------------------------------------------------------------------------
+def _n(count: int, word: str) -> str:
+    """"1 pod", "2 pods"."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def _pods(items: list[dict[str, Any]]) -> str:
     by_node: dict[str, list[str]] = {}
     for p in items:
@@ -173,73 +226,221 @@ def _pods(items: list[dict[str, Any]]) -> str:
     return ", ".join(f"{node} ({', '.join(pods)})" for node, pods in sorted(by_node.items()))
 
 
-def explain(namespace: str, name: str, history: list[dict[str, Any]]) -> list[str]:
-    """The workload's history in words, like `kubectl describe` events."""
+def _input_words(env: dict[str, Any] | None, position: int) -> str:
+    """What the input at `position` did, in words ("team-a/x was deleted at #22")."""
+    at = f"at #{position}"
+    if env is None:
+        return f"the input {at}"
+    t, d = env.get("type"), env.get("data") or {}
+    name = d.get("name")
+    if t == ev.WORKLOAD_DELETED:
+        return f"{d.get('namespace')}/{name} was deleted {at}"
+    if t == ev.WORKLOAD_SUBMITTED:
+        return f"{d.get('namespace')}/{name} was submitted {at}"
+    if t == ev.NODE_REMOVED:
+        return f"node {name} was removed {at}"
+    if t == ev.NODE_UPSERTED:
+        taints = [f"{x.get('key')}={x.get('value', '')}:{x.get('effect')}" for x in d.get("taints") or ()
+                  if x.get("effect") == "NoExecute"]
+        if taints:
+            return f"node {name} was replaced with taint {', '.join(taints)} {at}"
+        return f"node {name} was added or replaced {at}"
+    words = {ev.RESOURCE_SLICE_UPSERTED: "resource slice {} was added or replaced",
+             ev.RESOURCE_SLICE_REMOVED: "resource slice {} was removed",
+             ev.DEVICE_CLASS_UPSERTED: "device class {} was added or replaced",
+             ev.DEVICE_CLASS_REMOVED: "device class {} was removed",
+             ev.PRIORITY_CLASS_UPSERTED: "priority class {} was set"}
+    return f"{words[t].format(name)} {at}" if t in words else f"the {t} {at}"
+
+
+def _device_lines(explanation: dict[str, Any]) -> list[str]:
+    """Why each claim could not be allocated (explanation.devices.claims, docs/dra.md)."""
+    lines = []
+    for c in (explanation.get("devices") or {}).get("claims") or ():
+        who = f"claim {c.get('claim')}" + (f" of pod {c['pod']}" if c.get("pod") else "")
+        if c.get("request"):
+            who += f", request {c['request']}"
+        if c.get("deviceClassName"):
+            who += f" (class {c['deviceClassName']})"
+        nodes = c.get("nodes")
+        line = f"    {who}: {c.get('reason')}" + (f" on {_n(nodes, 'node')}" if isinstance(nodes, int) else "")
+        if c.get("needed") is not None:
+            line += f", needs {c['needed']}"
+        if c.get("available") is not None:
+            line += f", at most {c['available']} free"
+        if c.get("reachable") is not None:
+            line += f" of {c['reachable']} reachable on one node"
+        for k in c.get("constraints") or ():
+            line += f"; matchAttribute {k.get('matchAttribute')} over {', '.join(k.get('requests') or ())}"
+        lines.append(line + ".")
+    return lines
+
+
+def _claim_lines(claims: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for c in claims:
+        devs = ", ".join(f"{x['driver']}/{x['pool']}/{x['device']}" for x in c.get("devices", []))
+        of = f" of pod {c['pod']}" if c.get("pod") else ""
+        lines.append(f"    claim {c['name']}{of} ({c.get('sharing')}): {devs}")
+    return lines
+
+
+def _released(d: dict[str, Any]) -> str:
+    claims = d.get("claimsReleased") or []
+    if not claims:
+        return ""
+    names = ", ".join(c["name"] + (f" of {c['pod']}" if c.get("pod") else "") for c in claims)
+    return f" Released {'claim' if len(claims) == 1 else 'claims'} {names}."
+
+
+@dataclass
+class _Group:
+    """A group as its history leaves it: placed pods and the last wait reason."""
+    min_count: int
+    size: int
+    pods: dict[str, str] = field(default_factory=dict)  # pod -> node
+    waiting: str | None = None
+
+
+def explain(namespace: str, name: str, history: list[dict[str, Any]],
+            causes: dict[int, dict[str, Any]] | None = None) -> list[str]:
+    """The workload's history in words, like `kubectl describe` events, with what caused each
+    decision (`causes`: the inputs at the decisions' causationPosition, by position; those in the
+    history are found there) and a closing line with the state the history leaves."""
     me = (namespace, name)
+    inputs = {e["position"]: e for e in history if e["type"] in ev.INPUT_TYPES} | (causes or {})
     lines: list[str] = []
-    last_wait: dict[str, str] = {}
+    groups: dict[str, _Group] = {}
+    submitted_at, deleted_at = None, None
     for env in history:
         t, d, pos = env["type"], env["data"], env["position"]
         when = f"{env.get('recordedAt', '?')} [#{pos}]"
+        cause_at = (env.get("metadata") or {}).get("causationPosition")
+        cause = None if cause_at in (None, submitted_at) else _input_words(inputs.get(cause_at), cause_at)
         ref = (d.get("namespace"), d.get("workload"))
         group = d.get("podGroup")
         if t == ev.WORKLOAD_SUBMITTED:
-            groups = d["spec"]["podGroups"]
+            submitted_at = pos
+            specs = d["spec"]["podGroups"]
+            groups = {g["name"]: _Group(_min_count(g), _size(g)) for g in specs}
             lines.append(f"{when} Submitted {namespace}/{name} with priority {d['priority']} "
-                         f"({d['preemptionPolicy']}), {len(groups)} pod group(s): "
-                         + ", ".join(_group_summary(g) for g in groups) + ".")
+                         f"({d['preemptionPolicy']}), {_n(len(specs), 'pod group')}: "
+                         + ", ".join(_group_summary(g) for g in specs) + ".")
         elif t == ev.POD_GROUP_UNSCHEDULABLE:
             x = d["explanation"]
             msg = x["message"]
             if x.get("preemption"):
                 msg += f" Preemption: {x['preemption']}."
-            lines.append(f"{when} Group {group} waiting: {x['placeablePods']} pod(s) placeable, "
+            lines.append(f"{when} Group {group} waiting: {_n(x['placeablePods'], 'pod')} placeable, "
                          f"needs {x['minCount']}. {msg}")
-            last_wait[group] = msg
+            lines.extend(_device_lines(x))
+            if group in groups:
+                groups[group].waiting = x["message"]
         elif t in (ev.POD_GROUP_SCHEDULED, ev.PODS_SCHEDULED):
-            verb = "Scheduled" if t == ev.POD_GROUP_SCHEDULED else "Placed more pods of"
-            where = f" in {d['domain']['key']}={d['domain']['value']}" if d.get("domain") else ""
-            lines.append(f"{when} {verb} group {group}: {len(d['pods'])} pod(s){where} on "
-                         f"{_pods(d['pods'])}; {d['placedPods']} placed (minCount {d['minCount']}).")
-            for c in d.get("claims") or []:
-                devs = ", ".join(f"{x['driver']}/{x['pool']}/{x['device']}" for x in c.get("devices", []))
-                lines.append(f"    claim {c['name']} ({c.get('sharing')}): {devs}")
-            pre = d.get("preemption")
-            if pre:
-                for v in pre["victims"]:
-                    lines.append(f"    preempted {v['namespace']}/{v['workload']} group {v['podGroup']} "
-                                 f"(priority {v['priority']}): {len(v['pods'])} pod(s), "
-                                 f"{'whole group' if v['wholeGroup'] else 'single pods'} — {v['why']}.")
-                for r in pre["reprieved"]:
-                    lines.append(f"    spared {r['namespace']}/{r['workload']} group {r['podGroup']} "
-                                 f"(priority {r['priority']}): {r['why']}.")
-            if d.get("explanation"):
-                lines.append(f"    still waiting: {d['explanation']['message']}")
+            lines.extend(_scheduled(when, t, d, cause))
+            if group in groups:
+                groups[group].pods.update((p["pod"], p.get("node") or "?") for p in d["pods"])
+                groups[group].waiting = d["explanation"]["message"] if d.get("explanation") else None
         elif t == ev.POD_GROUP_PREEMPTED:
             p = d["preemptor"]
             if ref == me:
+                why = f", when {cause}" if cause else ""
                 lines.append(f"{when} Group {group} preempted by {p['namespace']}/{p['workload']} group "
-                             f"{p['podGroup']} (priority {p['priority']} > {d['priority']}): evicted "
+                             f"{p['podGroup']} (priority {p['priority']} > {d['priority']}){why}: evicted "
                              f"{_pods(d['pods'])}{' — the whole group' if d['wholeGroup'] else ''}. "
                              f"Chosen because: {d['reason']}; lower priorities and less important units "
-                             f"go first, and the fewest that make room.")
+                             f"go first, and the fewest that make room.{_released(d)}")
+                _unplace(groups.get(group), d["pods"])
             else:
                 lines.append(f"{when} As preemptor, evicted {d['namespace']}/{d['workload']} group "
                              f"{group} (priority {d['priority']}): {_pods(d['pods'])}.")
         elif t == ev.PODS_LOST:
-            cause = f"node {d['node']} was removed" if d.get("node") else "their devices went away"
-            lines.append(f"{when} Group {group} lost {_pods(d['pods'])} because {cause}"
-                         f"{'; the whole group went back to the queue' if d['wholeGroup'] else ''}.")
+            lines.append(f"{when} Group {group} lost {_n(len(d['pods']), 'pod')}, {_pods(d['pods'])}, "
+                         f"because {cause if cause_at in inputs else _loss_words(d)}"
+                         f"{'; the whole group went back to the queue' if d['wholeGroup'] else ''}."
+                         f"{_released(d)}")
+            _unplace(groups.get(group), d["pods"])
         elif t == ev.WORKLOAD_DELETED:
+            deleted_at = pos
             lines.append(f"{when} Finished: deleted; all its pods and claims were released.")
         elif t == ev.COMMAND_REJECTED:
             lines.append(f"{when} A {d['command']} command was rejected: {d['message']}.")
+    if history:
+        lines.append(_now(groups, deleted_at))
     return lines
 
 
+def _scheduled(when: str, t: str, d: dict[str, Any], cause: str | None) -> list[str]:
+    verb = "Scheduled" if t == ev.POD_GROUP_SCHEDULED else "Placed more pods of"
+    after = f", after {cause}" if cause else ""
+    where = f" in {d['domain']['key']}={d['domain']['value']}" if d.get("domain") else ""
+    lines = [f"{when} {verb} group {d.get('podGroup')}{after}: {_n(len(d['pods']), 'pod')}{where} on "
+             f"{_pods(d['pods'])}; {d['placedPods']} placed (minCount {d['minCount']})."]
+    lines.extend(_claim_lines(d.get("claims") or []))
+    pre = d.get("preemption")
+    if pre:
+        for v in pre["victims"]:
+            lines.append(f"    preempted {v['namespace']}/{v['workload']} group {v['podGroup']} "
+                         f"(priority {v['priority']}): {_n(len(v['pods']), 'pod')}, "
+                         f"{'whole group' if v['wholeGroup'] else 'single pods'} — {v['why']}.")
+        for r in pre["reprieved"]:
+            lines.append(f"    spared {r['namespace']}/{r['workload']} group {r['podGroup']} "
+                         f"(priority {r['priority']}): {r['why']}.")
+    if d.get("explanation"):
+        lines.append(f"    still waiting: {d['explanation']['message']}")
+        lines.extend(_device_lines(d["explanation"]))
+    return lines
+
+
+def _loss_words(d: dict[str, Any]) -> str:
+    if d.get("reason") == "TaintedNoExecute":
+        return f"node {d.get('node')} was tainted NoExecute"
+    return f"node {d['node']} was removed" if d.get("node") else "their devices went away"
+
+
+def _unplace(group: _Group | None, pods: list[dict[str, Any]]) -> None:
+    if group is not None:
+        for p in pods:
+            group.pods.pop(p["pod"], None)
+
+
+def _now(groups: dict[str, _Group], deleted_at: int | None) -> str:
+    """The closing line: the workload's phase and each group's placed pods, as the history leaves them."""
+    if deleted_at is not None:
+        return f"Now: Finished (deleted at #{deleted_at})."
+    parts, scheduled = [], True
+    for name, g in groups.items():
+        placed = len(g.pods)
+        scheduled = scheduled and placed >= g.min_count
+        part = f"group {name}: {placed} of {_n(g.size, 'pod')} placed (minCount {g.min_count})"
+        if g.pods:
+            part += " on " + _pods([{"pod": p, "node": n} for p, n in g.pods.items()])
+        if g.waiting:
+            part += f", waiting: {g.waiting.rstrip('.')}"
+        parts.append(part)
+    return f"Now: {'Scheduled' if scheduled else 'Pending'} — " + "; ".join(parts) + "."
+
+
+def _min_count(g: dict[str, Any]) -> int:
+    """Pods placed for the group to count as scheduled: a gang's minCount, a basic group's one."""
+    policy = g.get("schedulingPolicy") or {"basic": {}}
+    return int(policy["gang"]["minCount"]) if "gang" in policy else 1
+
+
+def _size(g: dict[str, Any]) -> int:
+    return sum(int(p.get("count", 1)) for p in g["pods"])
+
+
 def _group_summary(g: dict[str, Any]) -> str:
-    pods = sum(int(p.get("count", 1)) for p in g["pods"])
+    pods = _size(g)
     policy = g.get("schedulingPolicy") or {"basic": {}}
     rule = f"gang minCount {policy['gang']['minCount']}" if "gang" in policy else "basic"
     topo = f", topology {g['topology']['key']}" if g.get("topology") else ""
-    return f"{g['name']} ({pods} pods, {rule}{topo})"
+    return f"{g['name']} ({_n(pods, 'pod')}, {rule}{topo})"
+
+
+def causation_positions(history: list[dict[str, Any]]) -> list[int]:
+    """The inputs that caused the history's decisions and are not in it (explain's `causes`)."""
+    inside = {e["position"] for e in history}
+    wanted = {(e.get("metadata") or {}).get("causationPosition") for e in history}
+    return sorted(p for p in wanted if isinstance(p, int) and p not in inside)

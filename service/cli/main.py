@@ -3,21 +3,29 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import functools
 import gc
 import json
 import re
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from service.cli.client_commands import register as register_client_commands
 from service.config import Settings, default_database_url
+
+# Exit codes (docs/audit.md): 0 done (and everything checked out), 1 verification failed (a broken chain,
+# a decision that differs) or no such workload, 2 the command cannot run, or the cluster has no events.
+BROKEN, CANNOT_RUN = 1, 2
+NO_EVENTS = 2
 
 app = typer.Typer(help="Gangplank: an event-sourced gang scheduler.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -27,8 +35,38 @@ register_client_commands(app)  # submit, get workloads, describe (service/cli/cl
 console = Console(stderr=True)
 out = Console()
 
-DbOpt = typer.Option(None, "--database-url", help="SQLAlchemy URL (default: GANGPLANK_DATABASE_URL, "
-                                                  "else sqlite file gangplank.db here)")
+_typed = typer.core.TyperOption.display_type_rich
+
+
+def _display_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    """No "<bool>" after a flag (typer shows one for --verify, --help): a flag takes no value; and
+    no "<str>" after an argument, whose metavar says what it is."""
+    return None if self.is_flag else _typed(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _display_type  # type: ignore[method-assign]
+typer.core.TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        out.print(f"gangplank {version('gangplank')}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(_: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit.")) -> None:
+    """Gangplank: an event-sourced gang scheduler."""
+
+
+DbOpt = typer.Option(None, "--database-url", metavar="URL",
+                     help="SQLAlchemy URL of the store, e.g. postgresql+asyncpg://user@host/db "
+                          "(env GANGPLANK_DATABASE_URL; default: the SQLite file gangplank.db here)")
+ClusterOpt = typer.Option(..., "--cluster", metavar="NAME", help="The cluster whose stream to read.")
+UntilOpt = typer.Option(None, "--until", metavar="N", help="Stop after the event at position N.")
 
 
 def _db(url: str | None, *, reads: bool = False) -> str:
@@ -69,7 +107,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 
 
 def _no_events(cluster: str) -> NoReturn:
-    _fail(f"error: cluster {cluster!r} has no events", 1)  # 1: as "not found"
+    _fail(f"error: cluster {cluster!r} has no events", NO_EVENTS)  # nothing to check: not a broken chain
 
 
 def _check_cluster(cluster: str) -> None:
@@ -96,8 +134,6 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except OSError as exc:
             _fail(f"error: {exc}")
-        except json.JSONDecodeError as exc:
-            _fail(f"error: not JSON lines: {exc}")
         except Exception as exc:
             from sqlalchemy import exc as sa_exc
 
@@ -111,22 +147,77 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
                     _fail(f"error: the database has no schema ({missing.group()}): "
                           f"run gangplank migrate --database-url {_db(kwargs.get('database_url'))}")
                 _fail(f"error: the database cannot be used: {str(exc).splitlines()[0]}")
-            if isinstance(exc, (ValueError, KeyError, TypeError)):
-                _fail(f"error: {type(exc).__name__}: {exc}")
+            if isinstance(exc, CONTENT_ERRORS):
+                _unreadable(exc, kwargs)
             raise
     return run
 
 
+# what folding or reading a record that is not what this code wrote raises (json's errors are ValueErrors)
+CONTENT_ERRORS = (ValueError, LookupError, TypeError, AttributeError)
+
+
+def _unreadable(exc: Exception, kwargs: dict[str, Any]) -> NoReturn:
+    """A stream this code cannot read or fold: when its hash chain is broken, that is the answer
+    (exit 1, as audit verify); else say what could not be read (exit 2)."""
+    cluster, from_file = kwargs.get("cluster"), kwargs.get("from_file")
+    broken = _chain_break(cluster, from_file, kwargs.get("database_url"))
+    if broken is not None:
+        _broken(broken)
+    if from_file and isinstance(exc, json.JSONDecodeError):
+        _fail(f"error: not JSON lines: {exc}")
+    detail = str(exc) if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError) \
+        else f"{type(exc).__name__}: {exc}"
+    _fail(f"error: the stream of cluster {cluster!r} cannot be read: {detail}" if cluster and not from_file
+          else f"error: {detail}")
+
+
+def _broken(position: int) -> NoReturn:
+    _fail(f"hash chain broken at position {position}: the record was altered or cut there", BROKEN)
+
+
+def _chain_break(cluster: str | None, from_file: str | None, database_url: str | None) -> int | None:
+    """The first position where the chain is broken, or None when it holds (or cannot be checked)."""
+    try:
+        if from_file:
+            from service.app.audit import chain_break, read_jsonl
+
+            return chain_break(read_jsonl(from_file), cluster)
+        if not cluster:
+            return None
+        from service.store import open_store
+
+        async def run() -> int | None:
+            store = open_store(_db(database_url, reads=True))
+            try:
+                result = await store.verify(cluster)
+                return None if result.ok else result.first_bad_position
+            finally:
+                await store.close()
+
+        return asyncio.run(run())
+    except Exception:  # the caller says what it could not read
+        return None
+
+
 @app.command()
-def serve(host: str = typer.Option("127.0.0.1", "--host"),
-          port: int = typer.Option(8000, "--port"),
+def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
+                                   help="Address to listen on (loopback only while no token is configured)."),
+          port: int = typer.Option(8000, "--port", metavar="PORT", help="TCP port to listen on (0: any free one)."),
           database_url: str | None = DbOpt,
-          kafka_bootstrap: str | None = typer.Option(None, "--kafka-bootstrap", help="HOST:PORT"),
-          tokens: str | None = typer.Option(None, "--tokens", help="tokens file (JSON)"),
-          no_migrate: bool = typer.Option(False, "--no-migrate"),
+          kafka_bootstrap: str | None = typer.Option(
+              None, "--kafka-bootstrap", metavar="HOST:PORT",
+              help="Kafka bootstrap server: consume commands and relay decisions "
+                   "(env GANGPLANK_KAFKA_BOOTSTRAP; default: no Kafka)"),
+          tokens: str | None = typer.Option(
+              None, "--tokens", metavar="FILE",
+              help="Access tokens file, JSON as in tokens.example.json (env GANGPLANK_TOKENS: a path or the "
+                   "JSON itself; default: none, the API is open on loopback only)"),
+          no_migrate: bool = typer.Option(False, "--no-migrate", help="Do not apply pending migrations at start."),
           kafka_idempotence: bool | None = typer.Option(
               None, "--kafka-idempotence/--no-kafka-idempotence",
-              help="idempotent producer (off for brokers without InitProducerId)")) -> None:
+              help="Idempotent Kafka producer; turn off for brokers without InitProducerId, such as Tansu "
+                   "(env GANGPLANK_KAFKA_IDEMPOTENCE; default: on)")) -> None:
     """Run the HTTP API (and the Kafka consumer and outbox relay with --kafka-bootstrap)."""
     import uvicorn
 
@@ -146,10 +237,39 @@ def serve(host: str = typer.Option("127.0.0.1", "--host"),
         _fail(f"error: {exc}")
     _db(settings.database_url)  # an SQLite file's directory must exist
     bind = resolve_bind_host(api_settings, settings.host)
+    sock = _listen(bind, settings.port)  # before anything starts: a port in use is one error, nothing logged
     application = build_app(settings, api_settings)
-    # no proxy-header rewriting (nothing here reads client addresses): one middleware less per request
-    uvicorn.run(application, host=bind, port=settings.port, log_level="warning", access_log=False,
-                proxy_headers=False, server_header=False)
+    url = _url(bind, sock.getsockname()[1])
+
+    def announce() -> None:  # after the startup hooks (migrations, Kafka): the API answers now
+        out.print(f"listening on {url} — API docs at /schema", markup=False, highlight=False, soft_wrap=True)
+
+    application.on_startup.append(announce)
+    # no proxy-header rewriting (nothing here reads client addresses): one middleware less per request;
+    # log_config None: uvicorn's own lines go through the JSON logging configured above
+    config = uvicorn.Config(application, host=bind, port=settings.port, log_level="warning", access_log=False,
+                            proxy_headers=False, server_header=False, log_config=None)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (as uvicorn binds one), or one line and exit 2."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        _fail(f"error: cannot listen on {_url(host, port)}: {reason}")
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 @app.command()
@@ -163,14 +283,16 @@ def migrate(database_url: str | None = DbOpt) -> None:
     console.print("[green]schema is at the latest migration[/]")
 
 
-async def _envelopes(url: str, cluster: str, until: int | None, *, lean: bool = False) -> list[dict[str, Any]]:
-    """The cluster's envelopes; `lean`: only what folding reads (position, type, schemaVersion,
-    data), without metadata and hashes (a replay without --verify needs no more)."""
+async def _envelopes(url: str, cluster: str, until: int | None, *,
+                     lean: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """The cluster's envelopes and its recorded last position; `lean`: only what folding reads
+    (position, type, schemaVersion, data), without metadata and hashes (a replay without --verify
+    needs no more)."""
     from service.store import open_store
 
     store = open_store(url)
     try:
-        if await store.last_position(cluster) == 0:
+        if (last := await store.last_position(cluster)) == 0:
             _no_events(cluster)
         out_: list[dict[str, Any]] = []
         after = 0
@@ -178,14 +300,14 @@ async def _envelopes(url: str, cluster: str, until: int | None, *, lean: bool = 
             if lean:
                 rows = await store.read_data(cluster, after=after, limit=10000, until=until)
                 if not rows:
-                    return out_
+                    return out_, last
                 out_.extend({"cluster": cluster, "position": p, "type": t, "schemaVersion": v, "data": d}
                             for p, t, v, d in rows)
                 after = rows[-1][0]
                 continue
             batch = await store.read(cluster, after=after, limit=10000, until=until)
             if not batch:
-                return out_
+                return out_, last
             out_.extend(e.envelope() for e in batch)
             after = batch[-1].position
     finally:
@@ -252,12 +374,20 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
 
 @app.command()
 @_friendly
-def replay(cluster: str = typer.Option(..., "--cluster"),
-           until: int | None = typer.Option(None, "--until"),
-           verify: bool = typer.Option(False, "--verify", help="re-decide every input and compare byte for byte"),
-           from_file: str | None = typer.Option(None, "--from-file", help="an export (JSON lines)"),
+def replay(cluster: str | None = typer.Option(
+               None, "--cluster", metavar="NAME",
+               help="The cluster whose stream to replay (with --from-file: default, the file's cluster)."),
+           until: int | None = UntilOpt,
+           verify: bool = typer.Option(False, "--verify", help="Re-decide every input, compare every decision "
+                                                               "byte for byte and recompute the hash chain."),
+           from_file: str | None = typer.Option(None, "--from-file", metavar="FILE",
+                                                help="Replay an export (gangplank export), without any database."),
            database_url: str | None = DbOpt) -> None:
     """Rebuild a cluster's state from its events and print a summary."""
+    if cluster is None:
+        if not from_file:
+            _fail("error: give --cluster NAME (or --from-file FILE, whose cluster is used)")
+        cluster = _file_cluster(from_file)
     _check_cluster(cluster)
     _check_until(until)
     url = "" if from_file else _db(database_url, reads=True)
@@ -268,6 +398,18 @@ def replay(cluster: str = typer.Option(..., "--cluster"),
         _replay(cluster, until, verify, from_file, url)
     finally:
         gc.enable()
+
+
+def _file_cluster(path: str) -> str:
+    """The cluster of an export: the one its events name."""
+    from service.app.audit import read_jsonl
+
+    clusters = sorted({str(e.get("cluster")) for e in read_jsonl(path)})
+    if not clusters:
+        _fail(f"error: {path} holds no events")
+    if len(clusters) > 1:
+        _fail(f"error: {path} holds the events of clusters {', '.join(clusters)}: give --cluster")
+    return clusters[0]
 
 
 def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None, url: str) -> None:
@@ -288,15 +430,16 @@ def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None
             # an export may end between an input and its decisions (`export --until N`): check the
             # positions the file holds, as --until does
             until = max(e["position"] for e in envelopes)
+        last = None
     else:
-        envelopes = asyncio.run(_envelopes(url, cluster, until, lean=not verify))
+        envelopes, last = asyncio.run(_envelopes(url, cluster, until, lean=not verify))
     total = envelopes[-1]["position"] if envelopes else 0
     if until is not None:
         total = min(total, until)
     with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as bar:
         task = bar.add_task("replay", total=total)
-        result = run_replay(envelopes, cluster, verify=verify, until=until,
+        result = run_replay(envelopes, cluster, verify=verify, until=until, last=last,
                             progress=lambda p: bar.update(task, completed=p) if p % 1000 == 0 else None)
     if not verify and not from_file:  # lean envelopes carry no hashes
         async def head() -> str:
@@ -312,28 +455,28 @@ def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None
     if verify and not result.ok:
         where = min(p for p in (result.first_bad_hash, result.first_mismatch) if p is not None)
         console.print(f"[red]verification failed at position {where}[/]")
-        raise typer.Exit(1)
+        raise typer.Exit(BROKEN)
     if verify:
         console.print(f"[green]verified: {result.events} events reproduced byte for byte, chain intact[/]")
 
 
 @app.command()
 @_friendly
-def export(cluster: str = typer.Option(..., "--cluster"),
-           until: int | None = typer.Option(None, "--until"),
+def export(cluster: str = ClusterOpt,
+           until: int | None = UntilOpt,
            database_url: str | None = DbOpt) -> None:
     """Write the cluster's events as JSON lines (stdout)."""
     _check_cluster(cluster)
     _check_until(until)
     from service.store.base import canonical_json
 
-    for env in asyncio.run(_envelopes(_db(database_url, reads=True), cluster, until)):
+    for env in asyncio.run(_envelopes(_db(database_url, reads=True), cluster, until))[0]:
         sys.stdout.write(canonical_json(env) + "\n")
 
 
 @audit_app.command("verify")
 @_friendly
-def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: str | None = DbOpt) -> None:
+def audit_verify(cluster: str = ClusterOpt, database_url: str | None = DbOpt) -> None:
     """Check the hash chain; exit 1 naming the first bad position."""
     _check_cluster(cluster)
     from service.store import open_store
@@ -348,46 +491,61 @@ def audit_verify(cluster: str = typer.Option(..., "--cluster"), database_url: st
             await store.close()
 
     result = asyncio.run(run())
-    if result.ok and result.events == 0:  # a broken chain counts its good events: none means none recorded
-        _no_events(cluster)
     body: dict[str, Any] = {"ok": result.ok, "events": result.events, "head": result.head}
     if not result.ok:
         body["firstBadPosition"] = result.first_bad_position
-    out.print_json(json.dumps(body))
+    out.print_json(json.dumps(body))  # what GET /audit/verify answers, also for a cluster with no events
+    if result.ok and result.events == 0:  # a broken chain counts its good events: none means none recorded
+        _no_events(cluster)
     if not result.ok:
         console.print(f"[red]hash chain broken at position {result.first_bad_position}[/]")
-        raise typer.Exit(1)
+        raise typer.Exit(BROKEN)
 
 
 @audit_app.command("explain")
 @_friendly
-def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME"),
-                  cluster: str = typer.Option(..., "--cluster"),
+def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
+                                                 help="The workload, e.g. team-a/train-7."),
+                  cluster: str = ClusterOpt,
                   database_url: str | None = DbOpt) -> None:
-    """The workload's history in words: submitted, why it waited, where it ran, who preempted it."""
-    from service.app.audit import explain
+    """The workload's history in words: submitted, why it waited, where it ran, who preempted it,
+    what freed its room, and where it stands now. Checks the hash chain first."""
+    from service.app.audit import causation_positions, explain
     from service.app.service import Gangplank
     from service.store import open_store
 
     _check_cluster(cluster)
     if "/" not in workload:
-        console.print("[red]give the workload as NAMESPACE/NAME[/]")
-        raise typer.Exit(2)
+        _fail("error: give the workload as NAMESPACE/NAME")
     namespace, name = workload.split("/", 1)
     url = _db(database_url, reads=True)
 
     async def run() -> Any:
         store = open_store(url)
         try:
-            return await Gangplank(store).history(cluster, namespace, name)
+            # an explanation read from an altered record would be no explanation: the chain first
+            # (over the stored texts: a hash per event, no decoding)
+            checked = await store.verify(cluster)
+            if not checked.ok and checked.first_bad_position is not None:
+                _broken(checked.first_bad_position)
+            if checked.events == 0:
+                _no_events(cluster)
+            history = await Gangplank(store).history(cluster, namespace, name)
+            if history is None:
+                return None, {}
+            causes = {}
+            for position in causation_positions(history["events"]):
+                found = await store.read(cluster, after=position - 1, limit=1)
+                if found:
+                    causes[position] = found[0].envelope()
+            return history, causes
         finally:
             await store.close()
 
-    history = asyncio.run(run())
+    history, causes = asyncio.run(run())
     if history is None:
-        console.print(f"[red]workload {namespace}/{name} not found in cluster {cluster}[/]")
-        raise typer.Exit(1)
-    for line in explain(namespace, name, history["events"]):
+        _fail(f"error: workload {namespace}/{name} not found in cluster {cluster}", 1)
+    for line in explain(namespace, name, history["events"], causes):
         # markup off: "[#12]" (the position) and any bracket in a message are text, not rich styles
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 

@@ -155,14 +155,19 @@ def test_an_export_until_an_input_whose_decisions_follow_verifies(recorded):
     ["replay"], ["replay", "--verify"], ["export"], ["audit", "verify"],
     ["replay", "--from-file", "{file}"], ["replay", "--verify", "--from-file", "{file}"],
 ])
-def test_a_cluster_without_events_is_an_error(recorded, command):
+def test_a_cluster_without_events_has_its_own_exit_code(recorded, command):
+    """2, not the 1 of a broken chain; audit verify prints what GET /audit/verify answers."""
     path = _file(recorded, "prod-only.jsonl", recorded["lines"])
     args = [path if a == "{file}" else a for a in command] + ["--cluster", "nope"]
     if "--from-file" not in command:
         args += ["--database-url", recorded["url"]]
     result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 1, (result.output, result.exception)
-    assert result.stdout == "" and result.output.strip() == "error: cluster 'nope' has no events"
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stderr.strip() == "error: cluster 'nope' has no events"
+    if command == ["audit", "verify"]:
+        assert json.loads(result.stdout) == {"ok": True, "events": 0, "head": "0" * 64}
+    else:
+        assert result.stdout == ""
 
 
 def test_until_zero_of_a_cluster_with_events_is_not_an_error(recorded):
