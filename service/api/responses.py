@@ -144,26 +144,11 @@ def handle_input_error(request: Request[Any, Any, Any], exc: InputValidationErro
 
 def _store_unavailable(exc: BaseException) -> bool:
     """The event store cannot be reached or has no schema (a database down, a connection lost,
-    `serve --no-migrate` on an empty database, a pool timeout): nothing the caller did wrong."""
+    `serve --no-migrate` on an empty database, a pool timeout): nothing the caller did wrong.
+    The store translates its driver's errors (StoreUnavailable); no driver type is known here."""
     from service.store.base import StoreUnavailable
 
-    if isinstance(exc, StoreUnavailable):
-        return True
-    try:
-        from sqlalchemy import exc as sa_exc
-        if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.ProgrammingError,
-                            sa_exc.TimeoutError, sa_exc.DisconnectionError)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import asyncpg
-        if isinstance(exc, (asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                            asyncpg.exceptions.UndefinedTableError, asyncpg.CannotConnectNowError)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return isinstance(exc, (ConnectionError, TimeoutError, OSError))
+    return isinstance(exc, (StoreUnavailable, ConnectionError, TimeoutError, OSError))
 
 
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

@@ -74,15 +74,7 @@ class OutboxRelay:
 
     async def _idle(self) -> None:
         """Wait for this process's next commit (or a short poll, for other writers)."""
-        appended = getattr(self.service, "_appended", None)
-        if appended is None:
-            await self._sleep(self.idle_wait)
-            return
-        async with appended:
-            try:
-                await asyncio.wait_for(appended.wait(), timeout=self.idle_wait)
-            except TimeoutError:
-                pass
+        await self.service.commands.appended.wait(self.idle_wait)
 
     async def _partition_of(self, topic: str, key: bytes | None) -> int:
         """The partition Kafka's default partitioner gives the key (murmur2, computed in Python:
