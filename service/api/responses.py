@@ -90,7 +90,7 @@ def count_unrouted(request: Request[Any, Any, Any], status: int) -> None:
     """An answer given before the route middleware counted it (no route, method not allowed, access
     refused): counted here."""
     scope = request.scope
-    if not scope.get(COUNTED):  # type: ignore[call-overload]
+    if not scope.get(COUNTED):
         REQUESTS.labels(scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE, str(status)).inc()
 
 
@@ -104,7 +104,7 @@ def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -
         if authorizer is not None and not authorizer.authenticated(request):
             exc = NotAuthorizedException(detail="a valid bearer token is required", headers=WWW_AUTHENTICATE)
     response = _http_exception_response(request, exc)
-    count_unrouted(request, response.status_code)
+    count_unrouted(request, response.status_code or 500)
     return response
 
 
@@ -153,7 +153,7 @@ def _store_unavailable(exc: BaseException) -> bool:
 
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     response = _unexpected_response(request, exc)
-    count_unrouted(request, response.status_code)
+    count_unrouted(request, response.status_code or 500)
     return response
 
 

@@ -15,7 +15,7 @@ from service.api import auth
 from service.api.answers import HTTP_POLICY, answer
 from service.api.auth import principal_of
 from service.api.metrics import render as render_metrics
-from service.api.responses import PROBLEM_CONTENT_TYPE, json_response, problem_response, sorted_json_response
+from service.api.responses import json_response, problem_response, sorted_json_response
 from service.api.segments import route_name_errors, segment_errors
 from service.app.commands import Command, Origin, Replayed, Result, Submission
 from service.app.registry import COMMANDS, CommandSpec
@@ -29,7 +29,7 @@ from service.schemas.names import (
     DNS1123_LABEL_PATTERN,
     DNS1123_SUBDOMAIN_PATTERN,
 )
-from service.schemas.problems import problem
+from service.schemas.problems import PROBLEM_CONTENT_TYPE, problem
 from service.schemas.validate import validate_body
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -63,7 +63,8 @@ def dry_run_of(value: str | bool | None) -> tuple[bool, list[dict[str, Any]]]:
 
 
 def service_of(request: Request[Any, Any, Any]) -> Gangplank:
-    return request.app.state[STATE_KEY]
+    service: Gangplank = request.app.state[STATE_KEY]
+    return service
 
 
 def check_segments(*segments: tuple[str, str, str]) -> None:

@@ -100,7 +100,7 @@ class CommandHandler:
         self.snapshots = snapshots
         self.outbox_topic = outbox_topic
         self.appended = AppendSignal()
-        self._batcher: GroupCommit[list[Result]] = GroupCommit(self._commit)
+        self.batcher: GroupCommit[list[Result]] = GroupCommit(self._commit)
 
     # -- entry points ---------------------------------------------------------------------------
     async def execute(self, submission: Submission, policy: Policy, *, dry_run: bool = False) -> Result:
@@ -108,12 +108,12 @@ class CommandHandler:
         decides on a copy of the state and records nothing (its idempotency key is not used)."""
         if dry_run:
             return await self._dry_run(submission.command)
-        return (await self._batcher.submit(submission.command.cluster, Unit([submission], policy)))[0]
+        return (await self.batcher.submit(submission.command.cluster, Unit([submission], policy)))[0]
 
     async def execute_unit(self, cluster: str, submissions: Sequence[Submission], policy: Policy, *,
                            offsets: Sequence[ConsumedOffset] = ()) -> list[Result]:
         """Several commands for one cluster, committed together (with `offsets`) or not at all."""
-        return await self._batcher.submit(cluster, Unit(submissions, policy, offsets))
+        return await self.batcher.submit(cluster, Unit(submissions, policy, offsets))
 
     async def dead_letter(self, letter: DeadLetter, offset: ConsumedOffset) -> None:
         """A malformed message: its dead letter and the moved offset, in one transaction."""
@@ -148,7 +148,7 @@ class CommandHandler:
                 self.cache.drop(cluster)  # the cached state holds uncommitted decisions
                 raise
             metrics.QUEUE_LENGTH.labels(cluster=cluster).set(len(state.queue))
-            busy = self._batcher.waiting(cluster) or any(len(u.submissions) > 1 for u in work.units)
+            busy = self.batcher.waiting(cluster) or any(len(u.submissions) > 1 for u in work.units)
             await self.snapshots.after_commit(entry, len(work.events), busy=busy)
         if work.events:
             await self.appended.notify()

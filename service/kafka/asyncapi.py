@@ -39,7 +39,7 @@ def _rewrite_refs(node: Any) -> Any:
 
 
 def command_envelope_schema() -> dict[str, Any]:
-    schema = _rewrite_refs(copy.deepcopy(envelope_schema()))
+    schema: dict[str, Any] = _rewrite_refs(copy.deepcopy(envelope_schema()))
     schema.pop("$schema", None)
     return schema
 

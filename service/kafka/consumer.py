@@ -44,7 +44,7 @@ class Backoff:
     attempts: int = 0
 
     def next(self) -> float:
-        delay = min(self.ceiling, self.initial * (2 ** self.attempts))
+        delay: float = min(self.ceiling, self.initial * (2 ** self.attempts))
         self.attempts += 1
         return delay
 
@@ -335,7 +335,7 @@ class CommandConsumer:
             log.debug("kafka.commit_hint_failed", error=f"{type(exc).__name__}: {exc}")
 
 
-class _Listener(ConsumerRebalanceListener):
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no type information
     def __init__(self, owner: CommandConsumer) -> None:
         self.owner = owner
 

@@ -106,5 +106,5 @@ def header(headers: Any, name: str) -> bytes | None:
     """The value of a header in a record's header list (first match)."""
     for key, value in headers or ():
         if key == name:
-            return value
+            return bytes(value)
     return None
