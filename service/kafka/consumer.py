@@ -106,6 +106,13 @@ def plan(records: Sequence[ConsumerRecord], *, topic: str, max_run: int,
     return units
 
 
+def kafka_policy(key_reused_letter: Callable[[int, IdempotencyRecord], DeadLetter] | None = None) -> Policy:
+    """Kafka's Policy: every message's fate is in the stream (a state rejection is a
+    CommandRejected event), answers are only positions (nobody reads them but a retry), and a
+    reused key is dead-lettered with `key_reused_letter`."""
+    return Policy(record_rejections=True, views=False, stored_answer=answer, key_reused_letter=key_reused_letter)
+
+
 class CommandConsumer:
     """Runs the consume loop on an AIOKafkaConsumer that the caller created and started."""
 
@@ -298,10 +305,7 @@ class CommandConsumer:
                                error=key_conflict_error(prior.fingerprint), topic=tp.topic,
                                partition=tp.partition, offset=record.offset)
 
-        # Kafka: every message's fate is in the stream (a rejection is a CommandRejected event),
-        # answers are only positions (nobody reads them but a retry), a reused key is dead-lettered
-        policy = Policy(record_rejections=True, views=False, stored_answer=answer, key_reused_letter=conflict)
-        await self.service.commands.execute_unit(run.cluster, [p.item for p in run.parsed], policy,
+        await self.service.commands.execute_unit(run.cluster, [p.item for p in run.parsed], kafka_policy(conflict),
                                                  offsets=[offset])
 
     async def _dead(self, tp: TopicPartition, dead: Dead) -> None:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import asyncio
 
-from service.api.answers import HTTP_POLICY
-from service.app.commands import Accepted, Command, Policy, Rejected
+from service.app.commands import Accepted, Command, Rejected
 from service.app.service import Gangplank
+from service.kafka.consumer import kafka_policy
 from service.store.base import ConsumedOffset
 from tests.app.conftest import C, execute, node, submission, workload
 
-KAFKA_LIKE = Policy(record_rejections=True, views=False, stored_answer=HTTP_POLICY.stored_answer)
+KAFKA_LIKE = kafka_policy()
 
 
 async def test_commands_arriving_during_a_commit_are_committed_together(app: Gangplank):
