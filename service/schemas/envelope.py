@@ -52,7 +52,7 @@ class CommandEnvelope(StrictModel):
     namespace: DNSLabel = None
     name: StrictStr = Field(description="The object's name: a DNS-1123 subdomain for nodes, device classes, "
                                         "slices and priority classes, a DNS-1123 label for workloads.")
-    body: dict[str, Any] = None
+    body: dict[str, Any] = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 
 
 @dataclass(frozen=True)

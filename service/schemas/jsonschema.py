@@ -50,7 +50,8 @@ def component_schemas(ref_template: str = "#/components/schemas/{model}") -> dic
     """Every body model and its parts, for an OpenAPI `components.schemas` section."""
     _, top = models_json_schema([(model, "validation") for model in BODY_MODELS.values()],
                                 by_alias=True, ref_template=ref_template, schema_generator=_Generator)
-    return _tidy(top.get("$defs", {}))
+    components: dict[str, Any] = _tidy(top.get("$defs", {}))
+    return components
 
 
 def envelope_schema() -> dict[str, Any]:
