@@ -1,21 +1,24 @@
-"""The application layer (service/app/) over a real event store.
+"""The application layer (service/app/) over the in-memory event store (service/store/memory.py,
+which passes the same conformance suite as SQLite and PostgreSQL).
 
-`store_url`: a fresh migrated SQLite file per test (the in-memory store, once merged, serves the
-same purpose: these tests only need an EventStore). `make_app(url)` builds a Gangplank as
-service/bootstrap.py does; `CountingStore` wraps a store to count and intercept its appends.
+`store_url`: a fresh named in-memory database per test (`memory://<name>`: every store opened on
+it sees the same events, as two writers on one database do); `app`: a Gangplank on it, whose store
+is a `CountingStore`, which counts and may intercept appends.
 """
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from service.api.answers import HTTP_POLICY
 from service.app.commands import Command, Origin, Policy, Result, Submission
 from service.app.service import Gangplank
 from service.store import open_store
-from service.store.migrate import upgrade
+from service.store.memory import discard_database
 
 C = "prod"
 ORIGIN = Origin(source="cli", actor="test", received_at="2026-12-01T00:00:00.000000Z")
@@ -57,11 +60,11 @@ class CountingStore:
         return await self._store.append(cluster, expected, events, **kwargs)
 
 
-@pytest_asyncio.fixture
-async def store_url(tmp_path: Any) -> str:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'app.db'}"
-    await upgrade(url)
-    return url
+@pytest.fixture
+def store_url() -> Iterator[str]:
+    name = f"app-{uuid.uuid4().hex}"
+    yield f"memory://{name}"
+    discard_database(name)
 
 
 @pytest_asyncio.fixture
