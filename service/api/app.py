@@ -57,7 +57,7 @@ def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
                 if len(kept) > 1:
                     _refuse_repeated(kept)
             status = 0
-            scope[COUNTED] = True  # type: ignore[literal-required]
+            scope[COUNTED] = True  # type: ignore[literal-required]  # Litestar types the scope as closed
 
             async def counting_send(message: Message) -> None:
                 nonlocal status
@@ -97,7 +97,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     authorizer = Authorizer(settings)
     return Litestar(
         route_handlers=route_handlers(),
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]  # Litestar's handler type is invariant in the exception
         middleware=[_route_middleware(authorizer)],
         request_max_body_size=settings.max_body_size,
         state=_state(service, authorizer),
