@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.app.audit import replay  # noqa: E402
-from service.app.service import LIGHT_PER_FULL, Gangplank  # noqa: E402
+from service.app.service import Gangplank  # noqa: E402
+from service.app.snapshots import LIGHT_PER_FULL  # noqa: E402
 from service.domain import ClusterState, Event, accept, evolve, handle  # noqa: E402
 from service.gcpause import configure_for_serving  # noqa: E402
 from service.store import NewEvent, open_store  # noqa: E402
@@ -109,9 +110,9 @@ async def build(url: str, total: int, snapshot_every: int) -> None:
         if state.position >= next_snapshot:
             await flush()
             snapshots += 1
-            await svc.snapshot(CLUSTER, state, light=True)
+            await svc.snapshots.save(state, light=True)
             if snapshots % LIGHT_PER_FULL == 0:
-                await svc.snapshot(CLUSTER, state)
+                await svc.snapshots.save(state)
             next_snapshot += snapshot_every
     await flush()
     print(json.dumps({"built_events": position, "workloads": len(state.workloads),
@@ -124,14 +125,14 @@ async def measure(url: str, queries: int, verify_events: int) -> None:
     svc = Gangplank(open_store(url))
     last = await svc.store.last_position(CLUSTER)
     t = time.perf_counter()
-    await svc.state_at(CLUSTER, None)  # the service loads the live state once, at its first request
+    await svc.queries.state_at(CLUSTER, None)  # the service loads the live state once, at its first request
     print(json.dumps({"live_state_load_s": round(time.perf_counter() - t, 2)}))
     rng = random.Random(1)
     times = []
     for _ in range(queries):
         n = rng.randint(1, last)
         t = time.perf_counter()
-        view = await svc.state_at(CLUSTER, n)
+        view = await svc.queries.state_at(CLUSTER, n)
         times.append(time.perf_counter() - t)
         assert view["position"] == n
     times.sort()

@@ -18,7 +18,7 @@ the rest wait in the queue).
 Replay: builds a cluster of --events events in another fresh database: the 5,000 nodes, then
 a chunk of real decisions (the decider on submissions and deletions like the ones above,
 ending with every workload deleted) repeated under new namespaces, appended through the
-store in batches. Then times Gangplank.rebuild(cluster) with no snapshot, in this process with
+store in batches. Then times the cluster cache's rebuild(cluster) with no snapshot, in this process with
 the GC thresholds `gangplank serve` sets (and the same work split: the store reads alone, the
 fold alone; with --plain-fold also every event through `evolve`, as before the fast replay, and
 a check that both give the same state), and `gangplank replay --cluster C` end to end (a
@@ -351,7 +351,7 @@ async def time_rebuild(url: str, plain_fold: bool = False) -> dict[str, Any]:
         await store.read(CLUSTER, after=0, limit=10)  # a warm connection
         configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
         t0, c0 = time.perf_counter(), time.process_time()
-        state = await svc.rebuild(CLUSTER)
+        state = await svc.cache.rebuild(CLUSTER)
         rebuild_s, rebuild_cpu = time.perf_counter() - t0, time.process_time() - c0
         n = state.position
         live_nodes, workloads = len(state.nodes.live_indices()), len(state.workloads)

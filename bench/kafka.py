@@ -207,6 +207,7 @@ def commit_span_rate(inputs: list) -> float:  # noqa: ANN001
 
 async def direct_baseline(nodes: list[dict], backlog: list[dict], max_run: int) -> dict:
     """The same commands straight into the application service (no Kafka): the ceiling."""
+    from service.kafka.consumer import kafka_policy
     from service.kafka.messages import parse_record
 
     async with temporary_postgres_database("gp_bench_direct") as url:
@@ -216,12 +217,12 @@ async def direct_baseline(nodes: list[dict], backlog: list[dict], max_run: int) 
             service = Gangplank(store, outbox_topic="bench.decisions")  # outbox rows too, as with Kafka
             items = [parse_record(json.dumps(m).encode(), topic="direct").item for m in nodes + backlog]
             for i in range(0, len(nodes), max_run):
-                await service.execute_batch(CLUSTER, items[i:i + max_run], record_rejections=True)
+                await service.commands.execute_unit(CLUSTER, items[i:i + max_run], kafka_policy())
             after = await store.last_position(CLUSTER)
             t0 = time.perf_counter()
             rest = items[len(nodes):]
             for i in range(0, len(rest), max_run):
-                await service.execute_batch(CLUSTER, rest[i:i + max_run], record_rejections=True)
+                await service.commands.execute_unit(CLUSTER, rest[i:i + max_run], kafka_policy())
             wall = time.perf_counter() - t0
             events = await store.read(CLUSTER, after=after)
             inputs = [e for e in events if e.metadata["causationPosition"] is None]

@@ -1,17 +1,24 @@
-"""The composition root: wires the store, the application service, HTTP and Kafka."""
+"""The composition root: the one place that wires the store, the application, HTTP and Kafka.
+
+`gangplank serve` runs `build_app`; every other CLI command opens the application with
+`open_service` (or `service_for`, which closes it after), and `migrate` brings the schema up.
+"""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from litestar import Litestar
 
-from service.api.app import create_app
-from service.api.settings import ApiSettings
 from service.app.service import Gangplank
 from service.config import Settings
 from service.store import open_store
-from service.store.migrate import upgrade
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from service.api.settings import ApiSettings
 
 log = structlog.get_logger("gangplank")
 
@@ -22,8 +29,33 @@ def build_service(settings: Settings) -> Gangplank:
     return Gangplank(store, outbox_topic=outbox, snapshot_every=settings.snapshot_every)
 
 
+def open_service(database_url: str) -> Gangplank:
+    """The application over the store at `database_url`, for a CLI command (no Kafka)."""
+    return build_service(Settings.from_env(database_url=database_url))
+
+
+@asynccontextmanager
+async def service_for(database_url: str) -> AsyncIterator[Gangplank]:
+    """open_service, closed after."""
+    service = open_service(database_url)
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
+async def migrate(database_url: str) -> None:
+    """The schema to the latest migration."""
+    from service.store.migrate import upgrade
+
+    await upgrade(database_url)
+
+
 def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Litestar:
     """The ASGI app with lifespan-managed resources: migrations, Kafka, the store."""
+    from service.api.app import create_app
+    from service.api.settings import ApiSettings
+
     service = build_service(settings)
     api_settings = api_settings or ApiSettings.from_tokens_file(settings.tokens_file)
     app = create_app(service, api_settings)
@@ -31,7 +63,7 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
 
     async def startup() -> None:
         if settings.migrate:
-            await upgrade(settings.database_url)
+            await migrate(settings.database_url)
         if settings.kafka_bootstrap:
             from service.kafka.runtime import start_kafka
             runtime["kafka"] = await start_kafka(service, settings)
@@ -42,11 +74,10 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
         kafka = runtime.pop("kafka", None)
         if kafka is not None:
             await kafka.stop()
-        await service.store.close()
+        await service.close()
 
     app.on_startup.append(startup)
     app.on_shutdown.append(shutdown)
-    app.state["gangplank_service"] = service
     return app
 
 

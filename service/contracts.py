@@ -48,8 +48,11 @@ def render(document: Any) -> str:
 def _register_json_schemas() -> None:
     from service.schemas.jsonschema import json_schemas
 
+    def schema(name: str) -> Callable[[], dict[str, Any]]:
+        return lambda: json_schemas()[name]
+
     for name in json_schemas():
-        contract(f"schemas/{name}.json")(lambda name=name: json_schemas()[name])
+        contract(f"schemas/{name}.json")(schema(name))
 
 
 @contract("openapi.json")

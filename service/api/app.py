@@ -8,6 +8,7 @@ from urllib.parse import unquote_plus
 
 from litestar import Litestar
 from litestar.connection import ASGIConnection
+from litestar.enums import ScopeType
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,6 +24,7 @@ from service.metrics import REQUESTS
 
 API_VERSION = "1"
 
+_SCHEMA_NOT_FOUND: Any
 try:  # the handler Litestar routes unknown /schema/... paths to (it answers an HTML page)
     from litestar._openapi.plugin import handle_schema_path_not_found as _SCHEMA_NOT_FOUND
 except ImportError:  # pragma: no cover - another Litestar layout: its own answer stands
@@ -39,7 +41,7 @@ def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
       any route, such as 404s of unknown paths, are counted by the exception handlers: see COUNTED)."""
     def wrap(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != "http":
+            if scope["type"] != ScopeType.HTTP:
                 await app(scope, receive, send)
                 return
             if not authorizer.open:
@@ -55,7 +57,7 @@ def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
                 if len(kept) > 1:
                     _refuse_repeated(kept)
             status = 0
-            scope[COUNTED] = True  # type: ignore[literal-required]
+            scope[COUNTED] = True  # type: ignore[literal-required]  # Litestar types the scope as closed
 
             async def counting_send(message: Message) -> None:
                 nonlocal status
@@ -95,7 +97,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     authorizer = Authorizer(settings)
     return Litestar(
         route_handlers=route_handlers(),
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]  # Litestar's handler type is invariant in the exception
         middleware=[_route_middleware(authorizer)],
         request_max_body_size=settings.max_body_size,
         state=_state(service, authorizer),

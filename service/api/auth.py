@@ -44,7 +44,8 @@ _SUBMITTER = {INVENTORY_READ, CLUSTERS}
 
 
 def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
-    return connection.scope.get("state", {}).get(PRINCIPAL_KEY, ANONYMOUS)
+    principal: Principal = connection.scope.get("state", {}).get(PRINCIPAL_KEY, ANONYMOUS)
+    return principal
 
 
 def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
@@ -87,6 +88,7 @@ class Authorizer:
             raise NotAuthorizedException(detail=detail, headers=WWW_AUTHENTICATE)
         connection.scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
         grant = principal.grant
+        assert grant is not None  # a token's principal has its grant (only the open API's anonymous has none)
         if grant.role == "admin":
             return
         if grant.role == "auditor":

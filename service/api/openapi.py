@@ -119,7 +119,9 @@ def openapi_document(app: Litestar) -> dict[str, Any]:
 
 class _Completed:
     def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
-        return super().render(request, openapi_document(request.app))  # type: ignore[misc]
+        # a mixin over a Litestar render plugin (see render_plugins): mypy cannot see its base
+        rendered: bytes = super().render(request, openapi_document(request.app))  # type: ignore[misc]
+        return rendered
 
 
 class CompletedJsonRenderPlugin(_Completed, JsonRenderPlugin):

@@ -90,7 +90,7 @@ def count_unrouted(request: Request[Any, Any, Any], status: int) -> None:
     """An answer given before the route middleware counted it (no route, method not allowed, access
     refused): counted here."""
     scope = request.scope
-    if not scope.get(COUNTED):  # type: ignore[call-overload]
+    if not scope.get(COUNTED):
         REQUESTS.labels(scope.get("method", ""), scope.get("path_template") or UNMATCHED_ROUTE, str(status)).inc()
 
 
@@ -104,7 +104,7 @@ def handle_http_exception(request: Request[Any, Any, Any], exc: HTTPException) -
         if authorizer is not None and not authorizer.authenticated(request):
             exc = NotAuthorizedException(detail="a valid bearer token is required", headers=WWW_AUTHENTICATE)
     response = _http_exception_response(request, exc)
-    count_unrouted(request, response.status_code)
+    count_unrouted(request, response.status_code or 500)
     return response
 
 
@@ -144,31 +144,16 @@ def handle_input_error(request: Request[Any, Any, Any], exc: InputValidationErro
 
 def _store_unavailable(exc: BaseException) -> bool:
     """The event store cannot be reached or has no schema (a database down, a connection lost,
-    `serve --no-migrate` on an empty database, a pool timeout): nothing the caller did wrong."""
+    `serve --no-migrate` on an empty database, a pool timeout): nothing the caller did wrong.
+    The store translates its driver's errors (StoreUnavailable); no driver type is known here."""
     from service.store.base import StoreUnavailable
 
-    if isinstance(exc, StoreUnavailable):
-        return True
-    try:
-        from sqlalchemy import exc as sa_exc
-        if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.ProgrammingError,
-                            sa_exc.TimeoutError, sa_exc.DisconnectionError)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import asyncpg
-        if isinstance(exc, (asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                            asyncpg.exceptions.UndefinedTableError, asyncpg.CannotConnectNowError)):
-            return True
-    except ImportError:  # pragma: no cover
-        pass
-    return isinstance(exc, (ConnectionError, TimeoutError, OSError))
+    return isinstance(exc, (StoreUnavailable, ConnectionError, TimeoutError, OSError))
 
 
 def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     response = _unexpected_response(request, exc)
-    count_unrouted(request, response.status_code)
+    count_unrouted(request, response.status_code or 500)
     return response
 
 

@@ -1,4 +1,5 @@
-"""Route handlers of http.md. Thin: validate → Command/Origin → Gangplank → Response."""
+"""Route handlers of http.md. Thin: validate → Submission → the application's rooms → Response
+(service/api/answers.py turns results into statuses and documents)."""
 from __future__ import annotations
 
 import hashlib
@@ -11,11 +12,13 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter, QueryParameter
 
 from service.api import auth
+from service.api.answers import HTTP_POLICY, answer
 from service.api.auth import principal_of
 from service.api.metrics import render as render_metrics
-from service.api.responses import PROBLEM_CONTENT_TYPE, json_response, problem_response, sorted_json_response
+from service.api.responses import json_response, problem_response, sorted_json_response
 from service.api.segments import route_name_errors, segment_errors
-from service.app.commands import Command, Origin, Outcome
+from service.app.commands import Command, Origin, Replayed, Result, Submission
+from service.app.registry import COMMANDS, CommandSpec
 from service.app.service import Gangplank
 from service.clock import utc_now
 from service.schemas import problems
@@ -26,7 +29,7 @@ from service.schemas.names import (
     DNS1123_LABEL_PATTERN,
     DNS1123_SUBDOMAIN_PATTERN,
 )
-from service.schemas.problems import problem
+from service.schemas.problems import PROBLEM_CONTENT_TYPE, problem
 from service.schemas.validate import validate_body
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
@@ -60,7 +63,8 @@ def dry_run_of(value: str | bool | None) -> tuple[bool, list[dict[str, Any]]]:
 
 
 def service_of(request: Request[Any, Any, Any]) -> Gangplank:
-    return request.app.state[STATE_KEY]
+    service: Gangplank = request.app.state[STATE_KEY]
+    return service
 
 
 def check_segments(*segments: tuple[str, str, str]) -> None:
@@ -92,13 +96,13 @@ def fingerprint(method: str, raw_path: bytes, query_string: bytes, body: bytes) 
     return digest.hexdigest()
 
 
-def outcome_response(outcome: Outcome, *, location: str | None = None) -> Response[Any]:
+def result_response(result: Result, *, location: str | None = None) -> Response[Any]:
     headers: dict[str, str] = {}
-    if outcome.replayed:
+    if isinstance(result, Replayed):
         headers[REPLAYED_HEADER] = "true"
-    status = int(outcome.status)
+    status, body = answer(result)
     if status >= 400:
-        document = dict(outcome.body)
+        document = dict(body)  # a stored answer may be a bare one: completed
         document.setdefault("title", problems.title_for(status))
         document.setdefault("type", problems.type_for(document["title"]))
         document["status"] = status
@@ -107,16 +111,15 @@ def outcome_response(outcome: Outcome, *, location: str | None = None) -> Respon
     if status == 201 and location:
         headers["Location"] = location
     # keys sorted: a retry under the same Idempotency-Key answers the very same bytes
-    return sorted_json_response(outcome.body, status, headers)
+    return sorted_json_response(body, status, headers)
 
 
 async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[str, Any] | None], Command], *,
                   body_kind: str | None = None, body_name: str | None = None, body_namespace: str | None = None,
                   dry_run: str | bool | None = None, location: Callable[[Command], str] | None = None,
-                  shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                   path_errors: list[dict[str, Any]] | None = None) -> Response[Any]:
     """Read and validate (path, dryRun, Idempotency-Key, body: every error named in one answer), run
-    one command, answer with its Outcome."""
+    one command, answer with its result."""
     # read on every route, also where nothing is parsed (DELETE): a body over the limit is a 413 whatever
     # it holds (Content-Length is checked before anything is read, streamed bytes are counted)
     raw = await request.body()
@@ -137,27 +140,10 @@ async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[s
     scope = request.scope
     request_fingerprint = fingerprint(request.method, scope.get("raw_path") or scope["path"].encode("utf-8"),
                          scope.get("query_string", b""), raw)
-    outcome = await service_of(request).execute(
-        command, origin,
-        idempotency_key=None if dry else key,
-        fingerprint=None if dry or key is None else request_fingerprint,
-        dry_run=dry,
-    )
-    if shape is not None and 200 <= int(outcome.status) < 300:
-        outcome.body = shape(outcome.body)
-    return outcome_response(outcome, location=location(command) if location else None)
-
-
-def with_released(body: dict[str, Any]) -> dict[str, Any]:
-    """The answer to removing a resource slice or device class, "as for nodes": the pods released
-    (from the answer's PodsLost decisions), as `DELETE /nodes/{name}` names them."""
-    if "released" in body:
-        return body
-    released = [{"namespace": d["data"]["namespace"], "workload": d["data"]["workload"],
-                 "podGroup": d["data"]["podGroup"], "pod": p["pod"], "node": p.get("node")}
-                for d in body.get("decisions") or () if d.get("type") == "PodsLost"
-                for p in d["data"]["pods"]]
-    return {**body, "released": released}
+    submission = Submission(command, origin, idempotency_key=None if dry else key,
+                            fingerprint=None if dry or key is None else request_fingerprint)
+    result = await service_of(request).commands.execute(submission, HTTP_POLICY, dry_run=dry)
+    return result_response(result, location=location(command) if location else None)
 
 
 def not_found(detail: str) -> Response[Any]:
@@ -166,29 +152,30 @@ def not_found(detail: str) -> Response[Any]:
 
 # -- inventory ----------------------------------------------------------------------------------
 
-_INVENTORY = (
-    # path segment, body kind, upsert command, remove command, what the views are called
-    ("nodes", "Node", "UpsertNode", "RemoveNode", "node"),
-    ("deviceclasses", "DeviceClass", "UpsertDeviceClass", "RemoveDeviceClass", "device class"),
-    ("resourceslices", "ResourceSlice", "UpsertResourceSlice", "RemoveResourceSlice", "resource slice"),
-    ("priorityclasses", "PriorityClass", "UpsertPriorityClass", None, "priority class"),
-)
+def _inventory() -> list[tuple[CommandSpec, CommandSpec | None]]:
+    """Each inventory collection of the command registry: (its upsert, its removal or None)."""
+    upserts = {s.collection: s for s in COMMANDS.values() if not s.for_workload and s.body is not None}
+    removals = {s.collection: s for s in COMMANDS.values() if not s.for_workload and s.body is None}
+    return [(upsert, removals.get(collection)) for collection, upsert in upserts.items()]
 
 
-def _inventory_handlers(segment: str, kind: str, upsert: str, remove: str | None, noun: str) -> list[HTTPRouteHandler]:
+def _inventory_handlers(upsert_spec: CommandSpec, remove_spec: CommandSpec | None) -> list[HTTPRouteHandler]:
+    segment, noun, upsert = upsert_spec.collection, upsert_spec.noun, upsert_spec.type
+    kind = upsert_spec.body
+    assert kind is not None
     tags = ["inventory"]
 
     async def list_(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
         check_segments(("cluster", cluster, "cluster"))
-        service = service_of(request)
-        items = await (service.list_nodes(cluster) if segment == "nodes" else service.list_objects(cluster, segment))
+        queries = service_of(request).queries
+        items = await (queries.list_nodes(cluster) if segment == "nodes" else queries.list_objects(cluster, segment))
         return json_response({"items": items})
 
     async def get_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment) -> Response[Any]:
         check_segments(("cluster", cluster, "cluster"), ("name", name, "object"))
-        service = service_of(request)
-        view = await (service.get_node(cluster, name) if segment == "nodes"
-                      else service.get_object(cluster, segment, name))
+        queries = service_of(request).queries
+        view = await (queries.get_node(cluster, name) if segment == "nodes"
+                      else queries.get_object(cluster, segment, name))
         if view is None:
             return not_found(f"{noun} {name!r} not found in cluster {cluster!r}")
         return json_response(view)
@@ -201,10 +188,11 @@ def _inventory_handlers(segment: str, kind: str, upsert: str, remove: str | None
 
     async def delete_(request: Request[Any, Any, Any], cluster: ClusterSegment, name: ObjectSegment,
                       dry_run: DryRun = None) -> Response[Any]:
+        assert remove_spec is not None
+        remove = remove_spec.type
         path_errors = segment_errors(("cluster", cluster, "cluster"), ("name", name, "object"))
-        return await execute(request, lambda _: Command(cluster=cluster, type=remove, name=name),  # type: ignore[arg-type]
-                             shape=None if segment == "nodes" else with_released, dry_run=dry_run,
-                             path_errors=path_errors)
+        return await execute(request, lambda _: Command(cluster=cluster, type=remove, name=name),
+                             dry_run=dry_run, path_errors=path_errors)
 
     handlers = [
         get(f"/{segment}", operation_id=f"list{kind}s", summary=f"List the {noun}s", tags=tags,
@@ -214,7 +202,7 @@ def _inventory_handlers(segment: str, kind: str, upsert: str, remove: str | None
         put(f"/{segment}/{{name:str}}", operation_id=f"put{kind}", summary=f"Create or replace a {noun}", tags=tags,
             opt={"access": auth.INVENTORY_WRITE, "body": kind})(put_),
     ]
-    if remove is not None:
+    if remove_spec is not None:
         handlers.append(delete(f"/{segment}/{{name:str}}", operation_id=f"delete{kind}", summary=f"Remove a {noun}",
                                tags=tags, status_code=200, opt={"access": auth.INVENTORY_WRITE})(delete_))
     return handlers
@@ -243,7 +231,7 @@ async def submit_workload(
 async def get_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
                        name: WorkloadSegment) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
-    view = await service_of(request).get_workload(cluster, namespace, name)
+    view = await service_of(request).queries.get_workload(cluster, namespace, name)
     if view is None:
         return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
     return json_response(view)
@@ -260,7 +248,7 @@ async def delete_workload(request: Request[Any, Any, Any], cluster: ClusterSegme
 async def workload_history(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
                            name: WorkloadSegment) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
-    history = await service_of(request).history(cluster, namespace, name)
+    history = await service_of(request).queries.history(cluster, namespace, name)
     if history is None:
         return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
     return json_response(history)
@@ -277,7 +265,7 @@ async def list_workloads(
 ) -> Response[Any]:
     if errors := route_name_errors(request.scope, namespace):
         raise InputValidationError(errors)
-    page = await service_of(request).list_workloads(cluster, namespace=namespace, phase=phase, limit=limit,
+    page = await service_of(request).queries.list_workloads(cluster, namespace=namespace, phase=phase, limit=limit,
                                                     after=after)
     return json_response(page)
 
@@ -292,7 +280,7 @@ async def list_namespace_workloads(
     """The Kubernetes path of a namespace's list (`kubectl get workloads -n team-a`): the same page as
     `GET /workloads?namespace=`."""
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"))
-    page = await service_of(request).list_workloads(cluster, namespace=namespace, phase=phase, limit=limit,
+    page = await service_of(request).queries.list_workloads(cluster, namespace=namespace, phase=phase, limit=limit,
                                                     after=after)
     return json_response(page)
 
@@ -308,7 +296,7 @@ async def events(
                                      description="Seconds to wait for the first new event.")] = 0,
 ) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"))
-    return json_response(await service_of(request).events(cluster, after=after, limit=limit, wait=float(wait)))
+    return json_response(await service_of(request).queries.events(cluster, after=after, limit=limit, wait=float(wait)))
 
 
 async def state_at(
@@ -319,12 +307,12 @@ async def state_at(
         name="includeFinished", description="Also list workloads finished by then.")] = False,
 ) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"))
-    return json_response(await service_of(request).state_at(cluster, at, include_finished=include_finished))
+    return json_response(await service_of(request).queries.state_at(cluster, at, include_finished=include_finished))
 
 
 async def verify(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"))
-    return json_response(await service_of(request).verify(cluster))
+    return json_response(await service_of(request).queries.verify(cluster))
 
 
 def cluster_router() -> Router:
@@ -352,15 +340,15 @@ def cluster_router() -> Router:
         get("/audit/verify", operation_id="verifyChain", summary="Check the cluster's hash chain", tags=audit,
             opt={"access": auth.AUDIT})(verify),
     ]
-    for spec in _INVENTORY:
-        handlers.extend(_inventory_handlers(*spec))
+    for upsert, remove in _inventory():
+        handlers.extend(_inventory_handlers(upsert, remove))
     return Router(path="/v1/clusters/{cluster:str}", route_handlers=handlers)
 
 
 # -- cluster list and operations ----------------------------------------------------------------
 
 async def list_clusters(request: Request[Any, Any, Any]) -> Response[Any]:
-    return json_response({"items": await service_of(request).clusters()})
+    return json_response({"items": await service_of(request).queries.clusters()})
 
 
 async def healthz() -> Response[Any]:
@@ -369,7 +357,7 @@ async def healthz() -> Response[Any]:
 
 async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     try:
-        ready, checks = await service_of(request).readiness()
+        ready, checks = await service_of(request).queries.readiness()
     except Exception as exc:  # a failing check is "not ready", never a 500
         return problem_response(problem(503, f"readiness check failed: {type(exc).__name__}", type=problems.NOT_READY))
     if ready:

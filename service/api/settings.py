@@ -144,8 +144,10 @@ def _check_namespace(value: str) -> str:
 class _Grant(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     role: Role
+    # absent or given, never null: pydantic's idiom (a default that is not a valid value) has no
+    # spelling in Python's types (`| None` would let an explicit null through)
     namespaces: list[Annotated[StrictStr, AfterValidator(_check_namespace)]] = None  # type: ignore[assignment]
-    name: StrictStr = Field(None, min_length=1, max_length=253)
+    name: StrictStr = Field(None, min_length=1, max_length=253)  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _namespaces(self) -> _Grant:

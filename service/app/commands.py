@@ -1,25 +1,24 @@
-"""Commands: what HTTP requests and Kafka messages ask the service to do.
+"""Commands: what HTTP requests and Kafka messages ask the service to do, and the answers.
 
-A command carries a body already validated by service/schemas (shape, names,
-quantities, CEL); the decider then checks it against the cluster's state.
+A command carries a body already validated by service/schemas (shape, names, quantities,
+CEL); the decider then checks it against the cluster's state. The answer is a typed result
+(Accepted, Rejected, KeyReused, Replayed); only the adapters turn results into statuses
+and documents (service/api/answers.py).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-CommandType = Literal[
-    "UpsertNode", "RemoveNode", "UpsertDeviceClass", "RemoveDeviceClass",
-    "UpsertResourceSlice", "RemoveResourceSlice", "UpsertPriorityClass",
-    "SubmitWorkload", "DeleteWorkload",
-]
-COMMAND_TYPES: tuple[str, ...] = CommandType.__args__  # type: ignore[attr-defined]
+from service.domain import Rejection
+from service.store.base import DeadLetter, IdempotencyRecord
 
 
 @dataclass(frozen=True)
 class Command:
     cluster: str
-    type: str  # one of COMMAND_TYPES
+    type: str  # one of service.app.registry.COMMAND_TYPES
     name: str
     namespace: str | None = None  # workloads only
     body: dict[str, Any] | None = None  # upserts and submissions: the validated JSON body
@@ -34,15 +33,71 @@ class Origin:
     received_at: str | None = None  # RFC 3339 UTC with microseconds; set by the adapter
 
 
-@dataclass
-class Outcome:
-    """The answer to a command: an HTTP-like status and body.
+@dataclass(frozen=True)
+class Submission:
+    """A command as an adapter hands it in: with its origin and, when it has one, its
+    idempotency key and the fingerprint that tells a retry from another request."""
+    command: Command
+    origin: Origin
+    idempotency_key: str | None = None
+    fingerprint: str | None = None
 
-    status: 200/201 accepted, 404 unknown name, 409 duplicate name or idempotency
-    key reused with another request, 422 rejected by state (e.g. unknown priority
-    class). `body` is the view (+ "decisions") on success, a problem document otherwise.
-    """
+
+# -- results ---------------------------------------------------------------------------------
+
+@dataclass
+class Accepted:
+    """Decided (and committed, unless a dry run). `body`: the answer's view plus "decisions"
+    (Policy.views), or only {"position", "decisions": [positions]}."""
+    command_type: str
+    body: dict[str, Any]
+    positions: list[int] = field(default_factory=list)  # appended: the input, then its decisions
+    dry_run: bool = False
+
+    @property
+    def created(self) -> bool:
+        return self.command_type == "SubmitWorkload" and not self.dry_run
+
+
+@dataclass
+class Rejected:
+    """Refused by the state (unknown name, name taken, bad reference). Recorded as a
+    CommandRejected event under Policy.record_rejections (then `positions` holds it)."""
+    rejection: Rejection
+    positions: list[int] = field(default_factory=list)
+
+
+@dataclass
+class KeyReused:
+    """The idempotency key is stored for a different request: nothing done."""
+    stored_fingerprint: str
+
+
+@dataclass
+class Replayed:
+    """The key is stored for this very request: its stored answer, nothing done again."""
     status: int
     body: dict[str, Any]
-    positions: list[int] = field(default_factory=list)  # positions appended (empty when nothing recorded)
-    replayed: bool = False  # answered from a stored idempotency record
+
+
+Result = Accepted | Rejected | KeyReused | Replayed
+# What an idempotency record keeps of a result, to answer a retry with: (status, body)
+StoredAnswer = Callable[[Result], tuple[int, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What differs between the adapters, in one object.
+
+    record_rejections: a state rejection becomes a CommandRejected event (Kafka: the stream
+      says what happened to every message); otherwise it is answered, nothing recorded (HTTP).
+    views: an accepted command's answer carries its view (HTTP); otherwise only positions
+      (Kafka: nobody reads the answer but a retry).
+    stored_answer: what an idempotency record keeps (the adapter's own encoding of a result).
+    key_reused_letter: (index in the unit, the stored record) -> the dead letter written, in the
+      same transaction, for a submission whose key is taken by another request (Kafka).
+    """
+    record_rejections: bool
+    views: bool
+    stored_answer: StoredAnswer
+    key_reused_letter: Callable[[int, IdempotencyRecord], DeadLetter] | None = None

@@ -86,19 +86,9 @@ def _db(url: str | None, *, reads: bool = False) -> str:
 def _sqlite_path(url: str) -> Path | None:
     """The file of an SQLite URL (relative to here with three slashes); None for other databases,
     in-memory ones and `file:` URIs."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from service.store.urls import sqlite_file
 
-    from service.store import normalize_url
-
-    try:
-        parsed = make_url(normalize_url(url))
-    except ArgumentError:
-        return None  # opening it says what is wrong
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") \
-            or parsed.query.get("uri"):
-        return None
-    return Path(parsed.database)
+    return sqlite_file(url)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -135,14 +125,12 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         except OSError as exc:
             _fail(f"error: {exc}")
         except Exception as exc:
-            from sqlalchemy import exc as sa_exc
-
             from service.app.audit import StreamOrderError
-            from service.store.base import StoreUnavailable
+            from service.store.base import StoreError
 
             if isinstance(exc, StreamOrderError):
                 _fail(f"error: {exc}")
-            if isinstance(exc, (sa_exc.SQLAlchemyError, StoreUnavailable)):
+            if isinstance(exc, StoreError):  # the store translates its driver's errors
                 if (missing := re.search(r"no such table: \w+", str(exc))) is not None:  # SQLite never migrated
                     _fail(f"error: the database has no schema ({missing.group()}): "
                           f"run gangplank migrate --database-url {_db(kwargs.get('database_url'))}")
@@ -185,15 +173,13 @@ def _chain_break(cluster: str | None, from_file: str | None, database_url: str |
             return chain_break(read_jsonl(from_file), cluster)
         if not cluster:
             return None
-        from service.store import open_store
+        from service.bootstrap import service_for
 
         async def run() -> int | None:
-            store = open_store(_db(database_url, reads=True))
-            try:
+            async with service_for(_db(database_url, reads=True)) as service:
+                store = service.store
                 result = await store.verify(cluster)
                 return None if result.ok else result.first_bad_position
-            finally:
-                await store.close()
 
         return asyncio.run(run())
     except Exception:  # the caller says what it could not read
@@ -276,7 +262,7 @@ def _url(host: str, port: int) -> str:
 @_friendly
 def migrate(database_url: str | None = DbOpt) -> None:
     """Bring the schema to the latest migration."""
-    from service.store.migrate import upgrade
+    from service.bootstrap import migrate as upgrade
 
     url = _db(database_url)
     asyncio.run(upgrade(url))
@@ -288,10 +274,10 @@ async def _envelopes(url: str, cluster: str, until: int | None, *,
     """The cluster's envelopes and its recorded last position; `lean`: only what folding reads
     (position, type, schemaVersion, data), without metadata and hashes (a replay without --verify
     needs no more)."""
-    from service.store import open_store
+    from service.bootstrap import service_for
 
-    store = open_store(url)
-    try:
+    async with service_for(url) as service:
+        store = service.store
         if (last := await store.last_position(cluster)) == 0:
             _no_events(cluster)
         out_: list[dict[str, Any]] = []
@@ -310,8 +296,6 @@ async def _envelopes(url: str, cluster: str, until: int | None, *,
                 return out_, last
             out_.extend(e.envelope() for e in batch)
             after = batch[-1].position
-    finally:
-        await store.close()
 
 
 async def _recorded_head(store: Any, cluster: str, position: int) -> str:
@@ -331,15 +315,14 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
     from operator import itemgetter
 
     from service.app.audit import ReplayResult
-    from service.app.service import Gangplank
+    from service.bootstrap import service_for
     from service.domain import ClusterState
     from service.domain import events as ev
     from service.domain.replay import ReplayError
-    from service.store import open_store
 
     async def run() -> Any:
-        store = open_store(url)
-        try:
+        async with service_for(url) as service:
+            store = service.store
             last = await store.last_position(cluster)
             if last == 0:
                 _no_events(cluster)
@@ -355,7 +338,7 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
                     bar.update(task, completed=batch[-1][0])
 
                 try:
-                    await Gangplank(store)._replay_long(result.state, until, observe=seen)
+                    await service.cache.fold_fast(result.state, until, observe=seen)
                 except ReplayError:
                     return None
             result.by_type = dict(counts)
@@ -366,8 +349,6 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
                 return None  # a gap: the plain fold says where
             result.head = await _recorded_head(store, cluster, result.state.position)
             return result
-        finally:
-            await store.close()
 
     return asyncio.run(run())
 
@@ -443,12 +424,10 @@ def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None
                             progress=lambda p: bar.update(task, completed=p) if p % 1000 == 0 else None)
     if not verify and not from_file:  # lean envelopes carry no hashes
         async def head() -> str:
-            from service.store import open_store
-            store = open_store(url)
-            try:
+            from service.bootstrap import service_for
+            async with service_for(url) as service:
+                store = service.store
                 return await _recorded_head(store, cluster, result.state.position)
-            finally:
-                await store.close()
         result.head = asyncio.run(head())
     summary = result.summary()
     out.print_json(json.dumps(summary))
@@ -479,16 +458,14 @@ def export(cluster: str = ClusterOpt,
 def audit_verify(cluster: str = ClusterOpt, database_url: str | None = DbOpt) -> None:
     """Check the hash chain; exit 1 naming the first bad position."""
     _check_cluster(cluster)
-    from service.store import open_store
+    from service.bootstrap import service_for
 
     url = _db(database_url, reads=True)
 
     async def run() -> Any:
-        store = open_store(url)
-        try:
+        async with service_for(url) as service:
+            store = service.store
             return await store.verify(cluster)
-        finally:
-            await store.close()
 
     result = asyncio.run(run())
     body: dict[str, Any] = {"ok": result.ok, "events": result.events, "head": result.head}
@@ -511,8 +488,7 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
     """The workload's history in words: submitted, why it waited, where it ran, who preempted it,
     what freed its room, and where it stands now. Checks the hash chain first."""
     from service.app.audit import causation_positions, explain
-    from service.app.service import Gangplank
-    from service.store import open_store
+    from service.bootstrap import service_for
 
     _check_cluster(cluster)
     if "/" not in workload:
@@ -521,8 +497,8 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
     url = _db(database_url, reads=True)
 
     async def run() -> Any:
-        store = open_store(url)
-        try:
+        async with service_for(url) as service:
+            store = service.store
             # an explanation read from an altered record would be no explanation: the chain first
             # (over the stored texts: a hash per event, no decoding)
             checked = await store.verify(cluster)
@@ -530,7 +506,7 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
                 _broken(checked.first_bad_position)
             if checked.events == 0:
                 _no_events(cluster)
-            history = await Gangplank(store).history(cluster, namespace, name)
+            history = await service.queries.history(cluster, namespace, name)
             if history is None:
                 return None, {}
             causes = {}
@@ -539,8 +515,6 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
                 if found:
                     causes[position] = found[0].envelope()
             return history, causes
-        finally:
-            await store.close()
 
     history, causes = asyncio.run(run())
     if history is None:

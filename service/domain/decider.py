@@ -1,4 +1,4 @@
-"""The decider: accept(state, command) -> input event; decide(state, input) -> decisions.
+"""The decider: decide(state, input) -> decisions (accept, command -> input, is in commands.py).
 
 `handle` folds the input and each decision into `state` as it goes (each try of
 the pass must see the decisions before it) and returns the decisions; `decide`
@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,103 +18,13 @@ from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
+from service.domain.commands import Rejection as Rejection  # re-exported: decider.accept still works
+from service.domain.commands import accept as accept
+from service.domain.commands import rejection_event as rejection_event
 from service.domain.evolve import evolve
-from service.domain.model import NEVER, PREEMPT_LOWER
+from service.domain.model import NEVER
 from service.domain.queue import grown_bound, single_shape
 from service.domain.state import ClusterState, Group
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A command the state refuses: 404 unknown, 409 exists, 422 bad reference."""
-    status: int
-    reason: str
-    detail: str
-    loc: tuple[Any, ...] | None = None
-
-
-# -- accept: command -> input event ---------------------------------------------------------
-# Every resource name a cluster has seen is a column of its node table (and of every usage row and
-# request vector): a bound keeps one submitter from widening them without end, one name at a time.
-MAX_CLUSTER_RESOURCES = 256
-
-
-def _too_many_resources(state: ClusterState, names: set[str], loc: tuple[Any, ...]) -> Rejection | None:
-    new = names - state.nodes.resources.keys()
-    if not new or len(state.nodes.resources) + len(new) <= MAX_CLUSTER_RESOURCES:
-        return None
-    return Rejection(422, "TooManyResources",
-                     f"the cluster would know {len(state.nodes.resources) + len(new)} resource names "
-                     f"(at most {MAX_CLUSTER_RESOURCES}); new here: {', '.join(sorted(new)[:5])}"
-                     + (" …" if len(new) > 5 else ""), loc)
-
-
-def accept(state: ClusterState, kind: str, name: str, namespace: str | None,
-           body: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | Rejection:
-    """Check a (syntactically valid) command against the state; give its input event."""
-    body = body or {}
-    if kind == "UpsertNode":
-        too_many = _too_many_resources(state, set(body.get("allocatable") or {}), ("body", "allocatable"))
-        if too_many is not None:
-            return too_many
-        return ev.NODE_UPSERTED, {"name": name, "labels": body.get("labels") or {},
-                                  "allocatable": body.get("allocatable") or {},
-                                  "unschedulable": bool(body.get("unschedulable", False))}
-    if kind == "RemoveNode":
-        if name not in state.nodes.index or not state.nodes.alive[state.nodes.index[name]]:
-            return Rejection(404, "NotFound", f"node {name!r} not found")
-        return ev.NODE_REMOVED, {"name": name}
-    if kind == "UpsertPriorityClass":
-        return ev.PRIORITY_CLASS_UPSERTED, {"name": name, "value": int(body.get("value", 0)),
-                                            "preemptionPolicy": body.get("preemptionPolicy") or PREEMPT_LOWER}
-    if kind == "UpsertDeviceClass":
-        return ev.DEVICE_CLASS_UPSERTED, {"name": name, **body}
-    if kind == "RemoveDeviceClass":
-        if name not in state.device_classes:
-            return Rejection(404, "NotFound", f"device class {name!r} not found")
-        return ev.DEVICE_CLASS_REMOVED, {"name": name}
-    if kind == "UpsertResourceSlice":
-        return ev.RESOURCE_SLICE_UPSERTED, {"name": name, **body}
-    if kind == "RemoveResourceSlice":
-        if name not in state.resource_slices:
-            return Rejection(404, "NotFound", f"resource slice {name!r} not found")
-        return ev.RESOURCE_SLICE_REMOVED, {"name": name}
-    if kind == "SubmitWorkload":
-        ns = namespace or ""
-        if (ns, name) in state.workloads:
-            return Rejection(409, "AlreadyExists", f"workload {ns}/{name} already exists")
-        requested = {r for g in body.get("podGroups") or () for p in g.get("pods") or ()
-                     for r in (p.get("requests") or {})}
-        too_many = _too_many_resources(state, requested, ("body", "podGroups"))
-        if too_many is not None:
-            return too_many
-        priority = body.get("priority")
-        policy = body.get("preemptionPolicy")
-        class_name = body.get("priorityClassName")
-        if class_name is not None:
-            pc = state.priority_classes.get(class_name)
-            if pc is None:
-                return Rejection(422, "UnknownPriorityClass", f"priority class {class_name!r} does not exist",
-                                 ("body", "priorityClassName"))
-            priority = pc.value if priority is None else priority
-            policy = policy or pc.preemption_policy
-        return ev.WORKLOAD_SUBMITTED, {"namespace": ns, "name": name, "priority": int(priority or 0),
-                                       "preemptionPolicy": policy or PREEMPT_LOWER, "spec": body}
-    if kind == "DeleteWorkload":
-        ns = namespace or ""
-        wl = state.workloads.get((ns, name))
-        if wl is None:
-            return Rejection(404, "NotFound", f"workload {ns}/{name} not found")
-        if wl.deleted_at is not None:
-            return Rejection(404, "NotFound", f"workload {ns}/{name} was already deleted")
-        return ev.WORKLOAD_DELETED, {"namespace": ns, "name": name}
-    return Rejection(422, "UnknownCommand", f"unknown command type {kind!r}")
-
-
-def rejection_event(kind: str, name: str, namespace: str | None, rejection: Rejection) -> tuple[str, dict[str, Any]]:
-    return ev.COMMAND_REJECTED, {"command": kind, "namespace": namespace, "name": name,
-                                 "status": rejection.status, "reason": rejection.reason,
-                                 "message": rejection.detail}
 
 
 # -- decide: input event -> decisions --------------------------------------------------------

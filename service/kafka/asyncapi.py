@@ -39,7 +39,7 @@ def _rewrite_refs(node: Any) -> Any:
 
 
 def command_envelope_schema() -> dict[str, Any]:
-    schema = _rewrite_refs(copy.deepcopy(envelope_schema()))
+    schema: dict[str, Any] = _rewrite_refs(copy.deepcopy(envelope_schema()))
     schema.pop("$schema", None)
     return schema
 
@@ -102,16 +102,12 @@ def dead_letter_headers_schema() -> dict[str, Any]:
 
 def asyncapi_document(settings: Settings | None = None) -> dict[str, Any]:
     s = settings or Settings(database_url="")
-    kafka_binding = {"bindingVersion": BINDING_VERSION}
     schemas: dict[str, Any] = dict(component_schemas())
     for name, schema in (("CommandEnvelope", command_envelope_schema()),
                          ("EventEnvelope", event_envelope_schema()),
                          ("DeadLetterHeaders", dead_letter_headers_schema())):
         assert name not in schemas, name
         schemas[name] = schema
-    cluster_key = {"kafka": {"key": {"type": "string", "pattern": CLUSTER_PATTERN,
-                                     "description": "The cluster name: a cluster's messages share a partition."},
-                             **kafka_binding}}
     return {
         "asyncapi": "3.0.0",
         "info": {
@@ -122,78 +118,92 @@ def asyncapi_document(settings: Settings | None = None) -> dict[str, Any]:
                            "defaults are shown. See docs/kafka.md for the delivery guarantees.",
         },
         "defaultContentType": "application/json",
-        "channels": {
-            "commands": {
-                "address": s.commands_topic,
-                "title": "Commands",
-                "description": "Commands to the scheduler, key = cluster. Effectively once: a message's effect and "
-                               "the consumed offset commit in one database transaction; its `id` is the idempotency "
-                               "key (shared with HTTP's Idempotency-Key).",
-                "messages": {"command": {"$ref": "#/components/messages/Command"}},
-                "bindings": {"kafka": {"topic": s.commands_topic, "partitions": s.kafka_partitions,
-                                       "replicas": 1, **kafka_binding}},
-            },
-            "deadLetters": {
-                "address": s.dlq_topic,
-                "title": "Dead letters",
-                "description": "Malformed commands (not JSON, unknown type, failing validation, idempotency key "
-                               "reused with another command): the original bytes with four headers. Written "
-                               "through the same transaction as the consumed offset; published at least once "
-                               "(dedupe on source-topic, source-partition, source-offset).",
-                "messages": {"deadLetter": {"$ref": "#/components/messages/DeadLetter"}},
-                "bindings": {"kafka": {"topic": s.dlq_topic, "partitions": s.kafka_partitions, "replicas": 1,
-                                       **kafka_binding}},
-            },
-            "decisions": {
-                "address": s.decisions_topic,
-                "title": "Decision feed",
-                "description": "Every event of every cluster (inputs, rejections, decisions), key = cluster, in "
-                               "position order per cluster, at least once: dedupe on (cluster, position).",
-                "messages": {"event": {"$ref": "#/components/messages/Event"}},
-                "bindings": {"kafka": {"topic": s.decisions_topic, "partitions": s.kafka_partitions,
-                                       "replicas": 1, **kafka_binding}},
-            },
+        "channels": _channels(s),
+        "operations": _operations(s),
+        "components": {"messages": _messages(), "schemas": schemas},
+    }
+
+
+def _channels(s: Settings) -> dict[str, Any]:
+    kafka_binding = {"bindingVersion": BINDING_VERSION}
+    return {
+        "commands": {
+            "address": s.commands_topic,
+            "title": "Commands",
+            "description": "Commands to the scheduler, key = cluster. Effectively once: a message's effect and "
+                           "the consumed offset commit in one database transaction; its `id` is the idempotency "
+                           "key (shared with HTTP's Idempotency-Key).",
+            "messages": {"command": {"$ref": "#/components/messages/Command"}},
+            "bindings": {"kafka": {"topic": s.commands_topic, "partitions": s.kafka_partitions,
+                                   "replicas": 1, **kafka_binding}},
         },
-        "operations": {
-            "consumeCommands": {
-                "action": "receive",
-                "channel": {"$ref": "#/channels/commands"},
-                "summary": "Gangplank consumes commands (one consumer group for all replicas).",
-                "messages": [{"$ref": "#/channels/commands/messages/command"}],
-                "bindings": {"kafka": {"groupId": {"type": "string", "enum": [s.consumer_group]}, **kafka_binding}},
-            },
-            "publishDeadLetters": {
-                "action": "send",
-                "channel": {"$ref": "#/channels/deadLetters"},
-                "summary": "Gangplank dead-letters malformed commands.",
-                "messages": [{"$ref": "#/channels/deadLetters/messages/deadLetter"}],
-            },
-            "publishEvents": {
-                "action": "send",
-                "channel": {"$ref": "#/channels/decisions"},
-                "summary": "Gangplank publishes every committed event from its transactional outbox.",
-                "messages": [{"$ref": "#/channels/decisions/messages/event"}],
-            },
+        "deadLetters": {
+            "address": s.dlq_topic,
+            "title": "Dead letters",
+            "description": "Malformed commands (not JSON, unknown type, failing validation, idempotency key "
+                           "reused with another command): the original bytes with four headers. Written "
+                           "through the same transaction as the consumed offset; published at least once "
+                           "(dedupe on source-topic, source-partition, source-offset).",
+            "messages": {"deadLetter": {"$ref": "#/components/messages/DeadLetter"}},
+            "bindings": {"kafka": {"topic": s.dlq_topic, "partitions": s.kafka_partitions, "replicas": 1,
+                                   **kafka_binding}},
         },
-        "components": {
-            "messages": {
-                "Command": {
-                    "name": "Command", "title": "Command envelope", "contentType": "application/json",
-                    "payload": {"$ref": "#/components/schemas/CommandEnvelope"},
-                    "bindings": cluster_key,
-                },
-                "DeadLetter": {
-                    "name": "DeadLetter", "title": "Dead letter", "contentType": "application/octet-stream",
-                    "summary": "The refused message's original bytes (not necessarily JSON) and key.",
-                    "headers": {"$ref": "#/components/schemas/DeadLetterHeaders"},
-                    "payload": {"description": "The original record value, byte for byte."},
-                },
-                "Event": {
-                    "name": "Event", "title": "Event envelope", "contentType": "application/json",
-                    "payload": {"$ref": "#/components/schemas/EventEnvelope"},
-                    "bindings": cluster_key,
-                },
-            },
-            "schemas": schemas,
+        "decisions": {
+            "address": s.decisions_topic,
+            "title": "Decision feed",
+            "description": "Every event of every cluster (inputs, rejections, decisions), key = cluster, in "
+                           "position order per cluster, at least once: dedupe on (cluster, position).",
+            "messages": {"event": {"$ref": "#/components/messages/Event"}},
+            "bindings": {"kafka": {"topic": s.decisions_topic, "partitions": s.kafka_partitions,
+                                   "replicas": 1, **kafka_binding}},
+        },
+    }
+
+
+def _operations(s: Settings) -> dict[str, Any]:
+    kafka_binding = {"bindingVersion": BINDING_VERSION}
+    return {
+        "consumeCommands": {
+            "action": "receive",
+            "channel": {"$ref": "#/channels/commands"},
+            "summary": "Gangplank consumes commands (one consumer group for all replicas).",
+            "messages": [{"$ref": "#/channels/commands/messages/command"}],
+            "bindings": {"kafka": {"groupId": {"type": "string", "enum": [s.consumer_group]}, **kafka_binding}},
+        },
+        "publishDeadLetters": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/deadLetters"},
+            "summary": "Gangplank dead-letters malformed commands.",
+            "messages": [{"$ref": "#/channels/deadLetters/messages/deadLetter"}],
+        },
+        "publishEvents": {
+            "action": "send",
+            "channel": {"$ref": "#/channels/decisions"},
+            "summary": "Gangplank publishes every committed event from its transactional outbox.",
+            "messages": [{"$ref": "#/channels/decisions/messages/event"}],
+        },
+    }
+
+
+def _messages() -> dict[str, Any]:
+    cluster_key = {"kafka": {"key": {"type": "string", "pattern": CLUSTER_PATTERN,
+                                     "description": "The cluster name: a cluster's messages share a partition."},
+                             "bindingVersion": BINDING_VERSION}}
+    return {
+        "Command": {
+            "name": "Command", "title": "Command envelope", "contentType": "application/json",
+            "payload": {"$ref": "#/components/schemas/CommandEnvelope"},
+            "bindings": cluster_key,
+        },
+        "DeadLetter": {
+            "name": "DeadLetter", "title": "Dead letter", "contentType": "application/octet-stream",
+            "summary": "The refused message's original bytes (not necessarily JSON) and key.",
+            "headers": {"$ref": "#/components/schemas/DeadLetterHeaders"},
+            "payload": {"description": "The original record value, byte for byte."},
+        },
+        "Event": {
+            "name": "Event", "title": "Event envelope", "contentType": "application/json",
+            "payload": {"$ref": "#/components/schemas/EventEnvelope"},
+            "bindings": cluster_key,
         },
     }

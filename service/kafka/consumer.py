@@ -8,7 +8,8 @@ only a hint for lag tools.
 
 Per poll (getmany), each partition's records are cut into units, in offset order:
 - a run of consecutive valid records of one cluster (at most `max_run`, no id twice) is one
-  `execute_batch` call, one transaction, whose stored offset is the run's last offset + 1;
+  unit of work (`commands.execute_unit`), one transaction, whose stored offset is the run's
+  last offset + 1;
 - a malformed record is one dead-letter transaction.
 Partitions are processed concurrently (each partition's units one after another).
 """
@@ -26,9 +27,11 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from service import metrics
+from service.api.answers import answer
+from service.app.commands import Policy
 from service.app.service import Gangplank
 from service.kafka.messages import Malformed, Parsed, dead_letter, key_conflict_error, parse_values
-from service.store.base import ConsumedOffset, IdempotencyRecord, StoreUnavailable
+from service.store.base import ConsumedOffset, DeadLetter, IdempotencyRecord, StoreUnavailable
 
 log = structlog.get_logger("gangplank.kafka.consumer")
 
@@ -41,7 +44,7 @@ class Backoff:
     attempts: int = 0
 
     def next(self) -> float:
-        delay = min(self.ceiling, self.initial * (2 ** self.attempts))
+        delay: float = min(self.ceiling, self.initial * (2 ** self.attempts))
         self.attempts += 1
         return delay
 
@@ -51,7 +54,7 @@ class Backoff:
 
 @dataclass
 class Run:
-    """Consecutive valid records of one cluster: one execute_batch, one transaction."""
+    """Consecutive valid records of one cluster: one unit of work, one transaction."""
     cluster: str
     records: list[ConsumerRecord] = field(default_factory=list)
     parsed: list[Parsed] = field(default_factory=list)
@@ -101,6 +104,13 @@ def plan(records: Sequence[ConsumerRecord], *, topic: str, max_run: int,
         run.parsed.append(parsed)
         run.keys.add(parsed.key)
     return units
+
+
+def kafka_policy(key_reused_letter: Callable[[int, IdempotencyRecord], DeadLetter] | None = None) -> Policy:
+    """Kafka's Policy: every message's fate is in the stream (a state rejection is a
+    CommandRejected event), answers are only positions (nobody reads them but a retry), and a
+    reused key is dead-lettered with `key_reused_letter`."""
+    return Policy(record_rejections=True, views=False, stored_answer=answer, key_reused_letter=key_reused_letter)
 
 
 class CommandConsumer:
@@ -289,21 +299,20 @@ class CommandConsumer:
     async def _run(self, tp: TopicPartition, run: Run) -> None:
         offset = ConsumedOffset(self.group, tp.topic, tp.partition, run.records[-1].offset + 1)
 
-        def conflict(index: int, prior: IdempotencyRecord):  # noqa: ANN202
+        def conflict(index: int, prior: IdempotencyRecord) -> DeadLetter:
             record = run.records[index]
             return dead_letter(self.dlq_topic, key=record.key, value=record.value,
                                error=key_conflict_error(prior.fingerprint), topic=tp.topic,
                                partition=tp.partition, offset=record.offset)
 
-        await self.service.execute_batch(run.cluster, [p.item for p in run.parsed], offsets=[offset],
-                                         record_rejections=True, key_conflict=conflict, answers=False,
-                                         backlog=len(run.parsed) > 1)  # a run of several: a backlog
+        await self.service.commands.execute_unit(run.cluster, [p.item for p in run.parsed], kafka_policy(conflict),
+                                                 offsets=[offset])
 
     async def _dead(self, tp: TopicPartition, dead: Dead) -> None:
         record = dead.record
         letter = dead_letter(self.dlq_topic, key=record.key, value=record.value, error=dead.error,
                              topic=tp.topic, partition=tp.partition, offset=record.offset)
-        await self.service.dead_letter(letter, ConsumedOffset(self.group, tp.topic, tp.partition,
+        await self.service.commands.dead_letter(letter, ConsumedOffset(self.group, tp.topic, tp.partition,
                                                               record.offset + 1))
         log.info("kafka.dead_letter", partition=tp.partition, offset=record.offset, error=dead.error[:200])
 
@@ -330,7 +339,7 @@ class CommandConsumer:
             log.debug("kafka.commit_hint_failed", error=f"{type(exc).__name__}: {exc}")
 
 
-class _Listener(ConsumerRebalanceListener):
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no type information
     def __init__(self, owner: CommandConsumer) -> None:
         self.owner = owner
 

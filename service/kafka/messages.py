@@ -1,6 +1,6 @@
 """Kafka messages in and out: parsing a command record, its fingerprint, its dead letter.
 
-A record on the command topic is either a valid command (a `BatchItem` for the application
+A record on the command topic is either a valid command (a `Submission` for the application
 service, with the message `id` as idempotency key) or malformed (a dead letter carrying the
 original bytes and the headers of kafka.md).
 """
@@ -10,8 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from service.app.commands import Command, Origin
-from service.app.service import BatchItem
+from service.app.commands import Command, Origin, Submission
 from service.clock import utc_now
 from service.schemas.common import MAX_BODY_BYTES
 from service.schemas.envelope import validate_envelope
@@ -43,7 +42,7 @@ def command_fingerprint(command: Command) -> str:
 class Parsed:
     """A valid command record."""
     key: str  # the message id: the idempotency key
-    item: BatchItem
+    item: Submission
 
     @property
     def cluster(self) -> str:
@@ -71,7 +70,7 @@ def parse_record(value: bytes | None, *, topic: str, received_at: str | None = N
     command = message.command
     origin = Origin(source="kafka", actor=f"kafka:{topic}", command_id=message.id,
                     received_at=received_at or utc_now())
-    return Parsed(message.id, BatchItem(command, origin, message.id, command_fingerprint(command)))
+    return Parsed(message.id, Submission(command, origin, message.id, command_fingerprint(command)))
 
 
 def parse_values(values: list[bytes | None], topic: str) -> list[Parsed | Malformed]:
@@ -107,5 +106,5 @@ def header(headers: Any, name: str) -> bytes | None:
     """The value of a header in a record's header list (first match)."""
     for key, value in headers or ():
         if key == name:
-            return value
+            return bytes(value)
     return None

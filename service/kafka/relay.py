@@ -74,27 +74,19 @@ class OutboxRelay:
 
     async def _idle(self) -> None:
         """Wait for this process's next commit (or a short poll, for other writers)."""
-        appended = getattr(self.service, "_appended", None)
-        if appended is None:
-            await self._sleep(self.idle_wait)
-            return
-        async with appended:
-            try:
-                await asyncio.wait_for(appended.wait(), timeout=self.idle_wait)
-            except TimeoutError:
-                pass
+        await self.service.commands.appended.wait(self.idle_wait)
 
     async def _partition_of(self, topic: str, key: bytes | None) -> int:
         """The partition Kafka's default partitioner gives the key (murmur2, computed in Python:
         remembered per key, which is the cluster's name, until the partitions are read again)."""
-        chosen = self._chosen.get((topic, key))
-        if chosen is not None:
-            return chosen
+        known = self._chosen.get((topic, key))
+        if known is not None:
+            return known
         partitions = self._partitions.get(topic)
         if partitions is None:
             partitions = sorted(await self.producer.partitions_for(topic))
             self._partitions[topic] = partitions
-        chosen = self._partitioner(key, partitions, partitions)
+        chosen = int(self._partitioner(key, partitions, partitions))
         if key is not None:  # a null key's partition is random: not remembered
             if len(self._chosen) >= 100_000:
                 self._chosen.clear()

@@ -9,7 +9,7 @@ replication 1) and starts a supervisor task that connects, runs the consumer and
 and reconnects with backoff when either fails. It waits up to `connect_timeout` (2 s from
 `start_kafka`) for the first connection; when the broker is not reachable by then the process
 still starts (readiness says `kafka: false`) and the supervisor keeps trying.
-`service.kafka_running` is True while the consumer runs.
+`service.queries.kafka_running` is True while the consumer runs (readiness reports it).
 
 Only one replica relays at a time: the one whose consumer holds partition 0 of the command
 topic (a replica alone holds them all). Order and completeness never depend on that choice;
@@ -137,7 +137,7 @@ class KafkaRuntime:
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self, connect_timeout: float = 15.0) -> KafkaRuntime:
-        self.service.kafka_running = False
+        self.service.queries.kafka_running = False
         if self.parse_pool is not None:  # the workers start meanwhile; the first poll waits for them
             self._warm_up = asyncio.create_task(self.parse_pool.warm_up(), name="gangplank-parse-pool")
         self._task = asyncio.create_task(self._supervise(), name="gangplank-kafka")
@@ -160,7 +160,7 @@ class KafkaRuntime:
                 self._task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._task
-        self.service.kafka_running = False
+        self.service.queries.kafka_running = False
         if self.parse_pool is not None:
             self.parse_pool.close()
 
@@ -182,7 +182,7 @@ class KafkaRuntime:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.service.kafka_running = False
+                self.service.queries.kafka_running = False
                 delay = backoff.next()
                 log.warning("kafka.restart", error=f"{type(exc).__name__}: {exc}", retry_in=delay)
                 try:
@@ -225,7 +225,7 @@ class KafkaRuntime:
                 return
             tasks = [asyncio.create_task(consumer.run(), name="gangplank-consumer"),
                      asyncio.create_task(relay.run(), name="gangplank-relay")]
-            self.service.kafka_running = True
+            self.service.queries.kafka_running = True
             self.connected.set()
             log.info("kafka.running", bootstrap=s.kafka_bootstrap, group=s.consumer_group, commands=s.commands_topic,
                      decisions=s.decisions_topic, dlq=s.dlq_topic, idempotence=s.kafka_idempotence)
@@ -233,10 +233,11 @@ class KafkaRuntime:
             done, _ = await asyncio.wait([*tasks, stop_waiter], return_when=asyncio.FIRST_COMPLETED)
             stop_waiter.cancel()
             for task in done:
-                if task is not stop_waiter and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+                failure = task.exception() if task is not stop_waiter else None
+                if failure is not None:
+                    raise failure
         finally:
-            self.service.kafka_running = False
+            self.service.queries.kafka_running = False
             if consumer is not None:
                 consumer.stopping.set()
             if relay is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def broker_binary() -> str:
@@ -34,13 +34,14 @@ def tansu_broker(log_path: Path | None = None, *, startup_timeout: float = 20.0)
     connections, yield its bootstrap address, stop it afterwards."""
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
-    log = open(log_path, "wb") if log_path is not None else subprocess.DEVNULL
+    log = open(log_path, "wb") if log_path is not None else None
     try:
         proc = subprocess.Popen([broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                                 "--storage-engine", "memory://tansu/"], stdout=log, stderr=subprocess.STDOUT)
+                                 "--storage-engine", "memory://tansu/"],
+                                stdout=log if log is not None else subprocess.DEVNULL, stderr=subprocess.STDOUT)
     finally:
-        if log_path is not None:
-            log.close()  # type: ignore[union-attr]
+        if log is not None:
+            log.close()
     try:
         deadline = time.monotonic() + startup_timeout
         while True:

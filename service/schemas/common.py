@@ -28,7 +28,11 @@ QUANTITY_SCHEMA: dict[str, Any] = {
 
 class StrictModel(BaseModel):
     """Bodies are validated like `kubectl --validate=strict`: unknown fields are errors, JSON types
-    are never coerced (an int is an int, a string a string), names are the camelCase aliases."""
+    are never coerced (an int is an int, a string a string), names are the camelCase aliases.
+
+    An optional field is declared `x: T = None`: it may be absent, but an explicit null is an error
+    (`T | None` would let null through, and say so in the JSON Schemas). Python's types cannot say
+    "absent but never null", so mypy's complaint about those defaults is silenced line by line."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -81,7 +85,8 @@ def _resource_errors(value: Any) -> list[tuple[tuple[str, ...], str]]:
 
 def _validate_resources(value: Any) -> dict[str, Any]:
     raise_errors("resources", _resource_errors(value))
-    return value
+    resources: dict[str, Any] = value
+    return resources
 
 
 def _validate_requests(value: Any) -> dict[str, Any]:
@@ -93,7 +98,8 @@ def _validate_requests(value: Any) -> dict[str, Any]:
         errors.append((("pods", "[key]"), "a pod does not request pods: it uses one of a node that "
                                           "declares pods, implicitly"))
     raise_errors("requests", errors)
-    return value
+    requests: dict[str, Any] = value
+    return requests
 
 
 Resources = Annotated[

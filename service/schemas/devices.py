@@ -84,10 +84,10 @@ def unknown_request(name: str) -> str:
 
 class DeviceAttribute(StrictModel):
     """A typed attribute value: exactly one of `string`, `int`, `bool`, `version`."""
-    string: StrictStr = Field(None, max_length=MAX_ATTRIBUTE_LENGTH)
-    int_: StrictInt = Field(None, alias="int", ge=INT64_MIN, le=INT64_MAX)
-    bool_: StrictBool = Field(None, alias="bool")
-    version: Version = None
+    string: StrictStr = Field(None, max_length=MAX_ATTRIBUTE_LENGTH)  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    int_: StrictInt = Field(None, alias="int", ge=INT64_MIN, le=INT64_MAX)  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    bool_: StrictBool = Field(None, alias="bool")  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    version: Version = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 
     @model_validator(mode="after")
     def _exactly_one(self) -> DeviceAttribute:
@@ -120,8 +120,8 @@ class Device(StrictModel):
 
 class ResourcePool(StrictModel):
     name: PoolName
-    generation: StrictInt = Field(None, ge=0, le=INT64_MAX)
-    resource_slice_count: StrictInt = Field(None, ge=1, le=INT64_MAX)
+    generation: StrictInt = Field(None, ge=0, le=INT64_MAX)  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    resource_slice_count: StrictInt = Field(None, ge=1, le=INT64_MAX)  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 
 
 class ResourceSlice(StrictModel):
@@ -131,8 +131,8 @@ class ResourceSlice(StrictModel):
     driver: DriverName
     pool: ResourcePool
     node_name: DNSSubdomain = None
-    all_nodes: StrictBool = None
-    node_selector: LabelMap = None
+    all_nodes: StrictBool = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    node_selector: LabelMap = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
     devices: list[Device] = Field(default_factory=list, max_length=MAX_DEVICES_PER_SLICE)
 
     @model_validator(mode="after")
@@ -169,7 +169,7 @@ class DeviceRequest(StrictModel):
 
 
 class DeviceConstraint(StrictModel):
-    requests: list[DNSLabel] = Field(None, max_length=MAX_REQUESTS,
+    requests: list[DNSLabel] = Field(None, max_length=MAX_REQUESTS,  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
                                      description="The requests it applies to; omitted: all of them.")
     match_attribute: DeviceQualifiedName
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StrictStr, ValidationError, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from service.app.commands import COMMAND_TYPES, Command
+from service.app.commands import Command
+from service.app.registry import COMMAND_TYPES, COMMANDS
 from service.schemas.common import StrictModel
 from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.names import ClusterName, DNSLabel, dns1123_label_error, dns1123_subdomain_error
@@ -15,26 +16,10 @@ from service.schemas.validate import parse_json, validate_body
 
 IDEMPOTENCY_KEY_PATTERN = r"^[\x20-\x7e]{1,255}$"
 
-CommandTypeName = Literal[
-    "UpsertNode", "RemoveNode", "UpsertDeviceClass", "RemoveDeviceClass",
-    "UpsertResourceSlice", "RemoveResourceSlice", "UpsertPriorityClass",
-    "SubmitWorkload", "DeleteWorkload",
-]
-assert set(CommandTypeName.__args__) == set(COMMAND_TYPES)  # type: ignore[attr-defined]
-
-# type → (body kind or None when the command has no body, whether it addresses a workload)
-COMMAND_BODIES: dict[str, tuple[str | None, bool]] = {
-    "UpsertNode": ("Node", False),
-    "RemoveNode": (None, False),
-    "UpsertDeviceClass": ("DeviceClass", False),
-    "RemoveDeviceClass": (None, False),
-    "UpsertResourceSlice": ("ResourceSlice", False),
-    "RemoveResourceSlice": (None, False),
-    "UpsertPriorityClass": ("PriorityClass", False),
-    "SubmitWorkload": ("Workload", True),
-    "DeleteWorkload": (None, True),
-}
-
+if TYPE_CHECKING:
+    CommandTypeName = str
+else:  # the registry's types, as an enum of the schema (a Literal built at run time)
+    CommandTypeName = Literal[COMMAND_TYPES]
 
 
 def idempotency_key_error(value: str) -> str | None:
@@ -67,7 +52,7 @@ class CommandEnvelope(StrictModel):
     namespace: DNSLabel = None
     name: StrictStr = Field(description="The object's name: a DNS-1123 subdomain for nodes, device classes, "
                                         "slices and priority classes, a DNS-1123 label for workloads.")
-    body: dict[str, Any] = None
+    body: dict[str, Any] = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 
 
 @dataclass(frozen=True)
@@ -86,7 +71,8 @@ def validate_envelope(raw: bytes | bytearray | memoryview | str | dict[str, Any]
         envelope = CommandEnvelope.model_validate(value, strict=True)
     except ValidationError as exc:
         raise InputValidationError(pydantic_errors(exc)) from None
-    kind, for_workload = COMMAND_BODIES[envelope.type]
+    spec = COMMANDS[envelope.type]
+    kind, for_workload = spec.body, spec.for_workload
     errors: list[dict[str, Any]] = []
     name_error = (dns1123_label_error if for_workload else dns1123_subdomain_error)(envelope.name)
     if name_error is not None:

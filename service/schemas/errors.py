@@ -56,7 +56,7 @@ def raise_errors(title: str, errors: Iterable[tuple[Loc, str]]) -> None:
         raise ValidationError.from_exception_data(title, details)
 
 
-def duplicate_names(errors: list[tuple[Loc, str]], loc: Loc, names: list[str], field: str = "name") -> None:
+def duplicate_names(errors: list[tuple[tuple[Any, ...], str]], loc: Loc, names: list[str], field: str = "name") -> None:
     """Append an error at `loc + [index, field]` for every name already seen earlier in `names`."""
     seen: set[str] = set()
     for index, name in enumerate(names):

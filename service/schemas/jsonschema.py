@@ -11,7 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
-from service.schemas.envelope import COMMAND_BODIES, CommandEnvelope
+from service.app.registry import COMMANDS
+from service.schemas.envelope import CommandEnvelope
 from service.schemas.names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
 from service.schemas.validate import BODY_MODELS
 
@@ -49,14 +50,16 @@ def component_schemas(ref_template: str = "#/components/schemas/{model}") -> dic
     """Every body model and its parts, for an OpenAPI `components.schemas` section."""
     _, top = models_json_schema([(model, "validation") for model in BODY_MODELS.values()],
                                 by_alias=True, ref_template=ref_template, schema_generator=_Generator)
-    return _tidy(top.get("$defs", {}))
+    components: dict[str, Any] = _tidy(top.get("$defs", {}))
+    return components
 
 
 def envelope_schema() -> dict[str, Any]:
     """CommandEnvelope.json; a body `$ref`s the body schema beside it (e.g. "Node.json")."""
     schema = model_schema(CommandEnvelope)
     rules = []
-    for command_type, (kind, for_workload) in COMMAND_BODIES.items():
+    for command_type, spec in COMMANDS.items():
+        kind, for_workload = spec.body, spec.for_workload
         then: dict[str, Any] = {
             "properties": {"name": {"pattern": DNS1123_LABEL_PATTERN if for_workload else DNS1123_SUBDOMAIN_PATTERN,
                                     "maxLength": 63 if for_workload else 253}},

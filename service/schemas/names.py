@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, StrictStr, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -154,5 +154,8 @@ DriverName = _name_type("driver_name", driver_name_error,
                         {"pattern": DNS1123_SUBDOMAIN_PATTERN, "minLength": 1, "maxLength": DNS1123_LABEL_MAX})
 PoolName = _name_type("pool_name", pool_name_error, {"pattern": POOL_NAME_PATTERN, "minLength": 1, "maxLength": 252})
 
-LabelMap = dict[QualifiedName, LabelValue]
+if TYPE_CHECKING:  # the name types are Annotated strings built at run time
+    LabelMap = dict[str, str]
+else:
+    LabelMap = dict[QualifiedName, LabelValue]
 """Kubernetes labels (and node selectors): keys `[prefix/]name`, values at most 63 characters, possibly empty."""

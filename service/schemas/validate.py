@@ -274,7 +274,7 @@ def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[st
     except RecursionError:  # pragma: no cover - the models are not recursive
         raise InputValidationError.single(loc, "nested too deeply") from None
     body = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
-    errors: list[dict[str, Any]] = []
+    errors = []
     if name is not None and "name" in body and body["name"] != name:
         errors.append({"loc": [*loc, "name"], "msg": f"must equal the name the request addresses ({name!r})"})
     if namespace is not None and "namespace" in body and body["namespace"] != namespace:

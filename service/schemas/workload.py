@@ -30,8 +30,8 @@ class GangPolicy(StrictModel):
 
 class SchedulingPolicy(StrictModel):
     """Exactly one of `basic` or `gang`."""
-    basic: BasicPolicy = None
-    gang: GangPolicy = None
+    basic: BasicPolicy = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    gang: GangPolicy = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 
     @model_validator(mode="after")
     def _exactly_one(self) -> SchedulingPolicy:
@@ -75,7 +75,7 @@ class PodGroup(StrictModel):
     name: DNSLabel
     scheduling_policy: SchedulingPolicy
     disruption_mode: Literal["Single", "All"] = "Single"
-    topology: Topology = None
+    topology: Topology = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
     resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
     pods: list[PodEntry] = Field(min_length=1, max_length=MAX_PODS_PER_WORKLOAD)
 
@@ -100,7 +100,7 @@ class Workload(StrictModel):
     """A workload: `POST /v1/clusters/{cluster}/namespaces/{namespace}/workloads`."""
     name: DNSLabel
     namespace: DNSLabel = Field(None, description="Optional; when given, it must equal the namespace in the path.")
-    priority: StrictInt = Field(None, ge=PRIORITY_MIN, le=PRIORITY_MAX,
+    priority: StrictInt = Field(None, ge=PRIORITY_MIN, le=PRIORITY_MAX,  # type: ignore[assignment]  # may be absent, never null: see StrictModel
                                 description="Either this or priorityClassName; neither means 0.")
     priority_class_name: DNSSubdomain = None
     preemption_policy: PreemptionPolicy = "PreemptLowerPriority"

@@ -21,6 +21,7 @@ from .base import (
     OutboxItem,
     Snapshot,
     StoredEvent,
+    StoreError,
     StoreUnavailable,
     VerifyResult,
     canonical_json,
@@ -29,20 +30,27 @@ from .base import (
 from .engine import make_engine, normalize_url
 from .memory import MemoryEventStore, is_memory_url
 from .sql import SqlEventStore
+from .sql_errors import translate
 
 
 def open_store(url: str) -> EventStore:
     """The store for a URL: memory:// or memory://name (in-process, not durable, see
     service.store.memory), else a SQLAlchemy URL (driver-less postgresql:// and sqlite://
-    are accepted)."""
+    are accepted); a URL that cannot be used is a StoreError."""
     if is_memory_url(url):
         return MemoryEventStore(url)
-    return SqlEventStore(url)
+    try:
+        return SqlEventStore(url)
+    except Exception as exc:
+        translated = translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
 
 
 __all__ = [
     "GENESIS_HASH", "ConcurrencyConflict", "ConsumedOffset", "DeadLetter", "EventStore",
     "IdempotencyKeyTaken", "IdempotencyRecord", "MemoryEventStore", "NewEvent", "OutboxItem", "Snapshot",
-    "SqlEventStore", "StoredEvent", "StoreUnavailable", "VerifyResult", "canonical_json", "chain_hash",
+    "SqlEventStore", "StoredEvent", "StoreError", "StoreUnavailable", "VerifyResult", "canonical_json", "chain_hash",
     "is_memory_url", "make_engine", "normalize_url", "open_store",
 ]

@@ -66,7 +66,12 @@ class IdempotencyKeyTaken(Exception):
     """An idempotency key was stored concurrently by another writer."""
 
 
-class StoreUnavailable(Exception):
+class StoreError(Exception):
+    """The store failed: its driver's error (SQLAlchemy, asyncpg, sqlite3), translated, so that
+    nothing outside service/store/ knows the driver. The message keeps the driver's text."""
+
+
+class StoreUnavailable(StoreError):
     """The database cannot be reached right now (down, restarting, connection lost, or
     SQLite locked past its busy timeout). Transient: retry with backoff. Whether a failed
     append was committed is unknown when the connection broke mid-statement; retrying with

@@ -64,10 +64,22 @@ def _run_upgrade(connection: Connection, cfg: Config, revision: str) -> None:
 
 
 async def upgrade(url: str, revision: str = "head") -> None:
-    """Apply pending migrations (all of them by default) in one transaction."""
+    """Apply pending migrations (all of them by default) in one transaction. A database that
+    cannot be used is a StoreError (StoreUnavailable when it cannot be reached)."""
     if is_memory_url(url):
         return  # no schema
-    url = normalize_url(url)
+    from .sql_errors import translate
+
+    try:
+        await _upgrade(normalize_url(url), revision)
+    except Exception as exc:
+        translated = translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+async def _upgrade(url: str, revision: str) -> None:
     if url.startswith("sqlite"):
         # concurrent upgrades queue on BEGIN IMMEDIATE, but one that finds the file busy in a
         # step the busy timeout does not cover (switching it to WAL) answers "database is

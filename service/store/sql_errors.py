@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import asyncpg
 import sqlalchemy as sa
 
-from .base import ConcurrencyConflict, IdempotencyKeyTaken, StoreUnavailable
+from .base import ConcurrencyConflict, IdempotencyKeyTaken, StoreError, StoreUnavailable
 
 
 def constraint_name(exc: BaseException) -> str | None:
@@ -49,18 +49,39 @@ def is_unavailable(exc: BaseException) -> bool:
 _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 
 
+def translate(exc: Exception) -> Exception:
+    """The store's own exception for a driver's: StoreUnavailable for connection-level failures
+    (and a schema not migrated: nothing the caller can fix but retry later), StoreError for any
+    other database error; anything else unchanged."""
+    if isinstance(exc, (ConcurrencyConflict, IdempotencyKeyTaken, StoreError)):
+        return exc
+    if is_unavailable(exc) or _schema_missing(exc):
+        return StoreUnavailable(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, (sa.exc.SQLAlchemyError, asyncpg.PostgresError, asyncpg.InterfaceError)):
+        return StoreError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _schema_missing(exc: BaseException) -> bool:
+    """`serve --no-migrate` on an empty database: a table the schema has is not there."""
+    orig = getattr(exc, "orig", None)
+    if isinstance(exc, asyncpg.exceptions.UndefinedTableError) or \
+            isinstance(getattr(orig, "__cause__", None), asyncpg.exceptions.UndefinedTableError):
+        return True
+    return isinstance(exc, sa.exc.OperationalError) and "no such table" in str(exc)
+
+
 def translating(method: _F) -> _F:
-    """Raise StoreUnavailable for connection-level failures; other errors pass unchanged."""
+    """Raise the store's own exceptions (see translate) for the driver's."""
     @functools.wraps(method)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return await method(*args, **kwargs)
-        except (ConcurrencyConflict, IdempotencyKeyTaken, StoreUnavailable):
-            raise
         except Exception as exc:
-            if is_unavailable(exc):
-                raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
-            raise
+            translated = translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
     return wrapper  # type: ignore[return-value]
 
 

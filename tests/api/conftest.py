@@ -1,9 +1,10 @@
-"""The HTTP adapter through the real Litestar app, over a test double of the Gangplank port.
+"""The HTTP adapter through the real Litestar app, over a test double of the application.
 
-`RecordingGangplank` is a Gangplank subclass defined here: it records every call and answers
-canned Outcomes/views. The real service is tested elsewhere; these tests are about the adapter
-(validation, errors, auth, limits, idempotency headers), so the double is enough, and it lets us
-assert that a request failing validation never reaches `execute`.
+`RecordingGangplank` plays the application's two rooms the routes use (`commands` and
+`queries`, both itself): it records every call and answers canned results/views. The real
+service is tested elsewhere; these tests are about the adapter (validation, errors, auth,
+limits, idempotency headers), so the double is enough, and it lets us assert that a request
+failing validation never reaches `execute`.
 """
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ import pytest
 from litestar.testing import TestClient
 
 from service.api import ApiSettings, TokenGrant, create_app
-from service.app.commands import Command, Origin, Outcome
-from service.app.service import Gangplank
+from service.app.commands import Accepted, Command, Origin, Policy, Result, Submission
 
 ADMIN, SUBMITTER, AUDITOR, WILDCARD = "admin-token", "submitter-token", "auditor-token", "wild-token"
 TOKENS = {
@@ -27,13 +27,14 @@ TOKENS = {
 }
 
 
-class RecordingGangplank(Gangplank):
+class RecordingGangplank:
     def __init__(self) -> None:  # no store: nothing here touches one
+        self.commands = self.queries = self
         self.reset()
 
     def reset(self) -> None:
         self.calls: list[tuple[str, Any]] = []
-        self.outcome: Outcome | None = None  # when set, execute() answers this
+        self.result: Result | None = None  # when set, execute() answers this
         self.views: dict[str, Any] = {}
         self.ready = True
 
@@ -41,14 +42,14 @@ class RecordingGangplank(Gangplank):
     def executed(self) -> list[tuple[Command, Origin, dict[str, Any]]]:
         return [args for name, args in self.calls if name == "execute"]
 
-    async def execute(self, command: Command, origin: Origin, *, idempotency_key: str | None = None,
-                      fingerprint: str | None = None, dry_run: bool = False) -> Outcome:
-        self.calls.append(("execute", (command, origin, {"idempotency_key": idempotency_key,
-                                                         "fingerprint": fingerprint, "dry_run": dry_run})))
-        if self.outcome is not None:
-            return copy.deepcopy(self.outcome)
-        status = 201 if command.type == "SubmitWorkload" and not dry_run else 200
-        return Outcome(status, {"name": command.name, "decisions": []}, positions=[1])
+    async def execute(self, submission: Submission, policy: Policy, *, dry_run: bool = False) -> Result:
+        command = submission.command
+        self.calls.append(("execute", (command, submission.origin, {
+            "idempotency_key": submission.idempotency_key, "fingerprint": submission.fingerprint,
+            "dry_run": dry_run})))
+        if self.result is not None:
+            return copy.deepcopy(self.result)
+        return Accepted(command.type, {"name": command.name, "decisions": []}, positions=[1], dry_run=dry_run)
 
     async def list_nodes(self, cluster: str) -> list[dict[str, Any]]:
         self.calls.append(("list_nodes", cluster))

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from service.api import ApiSettings, create_app
-from service.app.commands import Outcome
+from service.app.commands import Accepted, KeyReused, Rejected, Replayed
+from service.domain import Rejection
 from tests.api.conftest import BASE, MUTATING_ROUTES, NODE, WORKLOAD, body
 
 MIB = 1024 * 1024
@@ -143,7 +144,7 @@ def test_without_a_key_each_command_gets_an_id(client, service):
 
 
 def test_a_replayed_answer_says_so(client, service):
-    service.outcome = Outcome(201, {"name": "train-7"}, replayed=True)
+    service.result = Replayed(201, {"name": "train-7"})
     response = client.post(WL_URL, json=WORKLOAD, headers={"Idempotency-Key": "k"})
     assert response.status_code == 201
     assert response.headers["Idempotent-Replayed"] == "true"
@@ -187,7 +188,7 @@ def test_submission_answers_201_with_location(client, service):
 
 
 def test_dry_run_executes_without_recording(client, service):
-    service.outcome = Outcome(200, {"name": "train-7", "dryRun": True})
+    service.result = Accepted("SubmitWorkload", {"name": "train-7", "dryRun": True}, dry_run=True)
     response = client.post(f"{WL_URL}?dryRun=true", json=WORKLOAD, headers={"Idempotency-Key": "k"})
     assert response.status_code == 200
     ((_, _, kwargs),) = service.executed
@@ -219,20 +220,29 @@ def test_a_bad_dry_run_and_a_bad_body_are_named_together(client, service):
     assert service.executed == []
 
 
-@pytest.mark.parametrize("status", [404, 409, 422])
-def test_service_rejections_are_problem_documents(client, service, status):
-    problem = {"type": "https://gangplank.dev/problems/conflict", "title": "Conflict", "status": status,
-               "detail": "workload team-a/train-7 exists"}
-    if status == 422:
-        problem["errors"] = [{"loc": ["body", "priorityClassName"], "msg": "no priority class 'x'"}]
-    service.outcome = Outcome(status, problem)
+@pytest.mark.parametrize(("status", "title"), [(404, "Not Found"), (409, "Conflict"), (422, "Unprocessable Content")])
+def test_service_rejections_are_problem_documents(client, service, status, title):
+    loc = ("body", "priorityClassName") if status == 422 else None
+    service.result = Rejected(Rejection(status, "Reason", "workload team-a/train-7 exists", loc))
     response = client.post(WL_URL, json=WORKLOAD)
     assert response.status_code == status
     assert response.headers["content-type"].startswith("application/problem+json")
+    problem = {"type": f"https://gangplank.dev/problems/{title.lower().replace(' ', '-')}", "title": title,
+               "status": status, "detail": "workload team-a/train-7 exists"}
+    if loc:
+        problem["errors"] = [{"loc": ["body", "priorityClassName"], "msg": "workload team-a/train-7 exists"}]
     assert response.json() == problem
 
 
-def test_a_bare_rejection_body_is_completed(client, service):
-    service.outcome = Outcome(409, {"detail": "exists"})
+def test_a_reused_key_is_a_409_problem(client, service):
+    service.result = KeyReused("another")
+    answer = client.post(WL_URL, json=WORKLOAD, headers={"Idempotency-Key": "k"}).json()
+    assert answer == {"type": "https://gangplank.dev/problems/idempotency-key-reused", "status": 409,
+                      "title": "Idempotency key reused",
+                      "detail": "this Idempotency-Key was used for a different request"}
+
+
+def test_a_bare_stored_rejection_is_completed(client, service):
+    service.result = Replayed(409, {"detail": "exists"})
     answer = client.post(WL_URL, json=WORKLOAD).json()
     assert answer["status"] == 409 and answer["title"] == "Conflict" and answer["type"].startswith("https://")

@@ -5,7 +5,6 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
-from sqlalchemy import exc as sa_exc
 
 from service.api import ApiSettings, create_app
 from service.store.base import StoreUnavailable
@@ -138,9 +137,9 @@ def test_readiness_that_raises_is_503_not_500():
 
 @pytest.mark.parametrize("failure", [
     ConnectionRefusedError("connection refused"),
-    sa_exc.OperationalError("INSERT ...", {}, Exception("no such table: events")),
-    sa_exc.InterfaceError("SELECT 1", {}, Exception("connection is closed")),
-    sa_exc.ProgrammingError("SELECT ...", {}, Exception('relation "events" does not exist')),
+    StoreUnavailable("OperationalError: no such table: events"),  # as the store translates them
+    StoreUnavailable("InterfaceError: connection is closed"),
+    StoreUnavailable('ProgrammingError: relation "events" does not exist'),
     TimeoutError("pool timeout"),
     StoreUnavailable("OperationalError: unable to open database file"),
 ], ids=["refused", "operational", "interface", "no schema", "timeout", "store unavailable"])

@@ -12,7 +12,8 @@ import pytest_asyncio
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from service.app.commands import Command, Origin
+from service.api.answers import HTTP_POLICY
+from service.app.commands import Accepted, Command, Origin, Rejected, Result, Submission
 from service.app.service import Gangplank
 from service.cli.main import app as cli
 from service.domain import events as ev
@@ -24,6 +25,10 @@ C = "prod"
 ORIGIN = Origin(source="cli", actor="test")
 
 
+async def execute(svc: Gangplank, cmd: Command, *, dry_run: bool = False) -> Result:
+    return await svc.commands.execute(Submission(cmd, ORIGIN), HTTP_POLICY, dry_run=dry_run)
+
+
 @pytest_asyncio.fixture(scope="module")
 async def incident() -> AsyncIterator[dict[str, Any]]:
     """A gang preempted by a high-priority job, then a node lost, then the preemptor finishes."""
@@ -33,8 +38,8 @@ async def incident() -> AsyncIterator[dict[str, Any]]:
         marks: dict[str, int] = {}
 
         async def run(cmd: Command) -> dict[str, Any]:
-            out = await svc.execute(cmd, ORIGIN)
-            assert out.status in (200, 201), out.body
+            out = await execute(svc, cmd)
+            assert isinstance(out, Accepted), out
             return out.body
 
         for i in range(1, 4):
@@ -44,24 +49,24 @@ async def incident() -> AsyncIterator[dict[str, Any]]:
             "name": "train", "priority": 10,
             "podGroups": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}},
                            "pods": [{"name": "w", "count": 4, "requests": {"cpu": "2"}}]}]}))
-        marks["train_running"] = (await svc.clusters())[0]["lastPosition"]
+        marks["train_running"] = (await svc.queries.clusters())[0]["lastPosition"]
         await run(Command(C, "SubmitWorkload", "urgent", "team-b", {
             "name": "urgent", "priorityClassName": "high",
             "podGroups": [{"name": "main", "schedulingPolicy": {"gang": {"minCount": 4}},
                            "pods": [{"name": "m", "count": 6, "requests": {"cpu": "2"}}]}]}))
-        marks["preempted"] = (await svc.clusters())[0]["lastPosition"]
+        marks["preempted"] = (await svc.queries.clusters())[0]["lastPosition"]
         await run(Command(C, "RemoveNode", "n3"))
-        marks["node_lost"] = (await svc.clusters())[0]["lastPosition"]
+        marks["node_lost"] = (await svc.queries.clusters())[0]["lastPosition"]
         await run(Command(C, "UpsertNode", "n4", body={"allocatable": {"cpu": "4", "pods": 2}}))
         await run(Command(C, "DeleteWorkload", "urgent", "team-b"))
-        marks["end"] = (await svc.clusters())[0]["lastPosition"]
+        marks["end"] = (await svc.queries.clusters())[0]["lastPosition"]
         yield {"svc": svc, "url": url, "marks": marks}
         await svc.store.close()
 
 
 async def test_history_tells_the_whole_story(incident):
     svc: Gangplank = incident["svc"]
-    hist = await svc.history(C, "team-a", "train")
+    hist = await svc.queries.history(C, "team-a", "train")
     types = [e["type"] for e in hist["events"]]
     assert types[0] == ev.WORKLOAD_SUBMITTED
     assert ev.POD_GROUP_PREEMPTED in types
@@ -70,7 +75,7 @@ async def test_history_tells_the_whole_story(incident):
     assert pre["data"]["preemptor"]["workload"] == "urgent" and pre["data"]["wholeGroup"] is True
     positions = [e["position"] for e in hist["events"]]
     assert positions == sorted(positions)
-    urgent = await svc.history(C, "team-b", "urgent")
+    urgent = await svc.queries.history(C, "team-b", "urgent")
     utypes = [e["type"] for e in urgent["events"]]
     assert ev.POD_GROUP_PREEMPTED in utypes  # as preemptor
     assert ev.PODS_LOST in utypes  # n3 was removed under it
@@ -86,23 +91,23 @@ async def test_state_at_positions(incident):
     def phase(state: dict, name: str) -> str:
         return next(w for w in state["workloads"] if w["name"] == name)["status"]["phase"]
 
-    s1 = await svc.state_at(C, m["train_running"])
+    s1 = await svc.queries.state_at(C, m["train_running"])
     assert s1["position"] == m["train_running"] and phase(s1, "train") == "Scheduled"
     assert {w["name"] for w in s1["workloads"]} == {"train"}
-    s2 = await svc.state_at(C, m["preempted"])
+    s2 = await svc.queries.state_at(C, m["preempted"])
     assert phase(s2, "train") == "Pending" and phase(s2, "urgent") == "Scheduled"
-    s3 = await svc.state_at(C, m["node_lost"])
+    s3 = await svc.queries.state_at(C, m["node_lost"])
     assert "n3" not in {n["name"] for n in s3["nodes"]}
     urgent = next(w for w in s3["workloads"] if w["name"] == "urgent")["status"]["podGroups"][0]
     assert urgent["placedPods"] == 4 and urgent["phase"] == "Scheduled"  # lost its 2 surplus pods
-    s4 = await svc.state_at(C, None, include_finished=True)
+    s4 = await svc.queries.state_at(C, None, include_finished=True)
     assert phase(s4, "urgent") == "Finished" and phase(s4, "train") == "Scheduled"
-    live = await svc.state_at(C, None)
+    live = await svc.queries.state_at(C, None)
     assert [w["name"] for w in live["workloads"]] == ["train"] and live["finishedWorkloads"] == 1
     # an input whose decisions follow: the state between them
-    events = (await svc.events(C, after=m["preempted"], limit=1, wait=0))["events"]
+    events = (await svc.queries.events(C, after=m["preempted"], limit=1, wait=0))["events"]
     assert events[0]["type"] == ev.NODE_REMOVED
-    between = await svc.state_at(C, events[0]["position"])
+    between = await svc.queries.state_at(C, events[0]["position"])
     n3_pods = [w for w in between["workloads"] if w["name"] == "urgent"][0]["status"]["podGroups"][0]["pods"]
     assert any(p["node"] == "n3" for p in n3_pods)  # PodsLost not yet applied
 
@@ -190,10 +195,10 @@ async def test_verify_catches_a_decision_altered_in_the_store():
     async with temporary_postgres_database("gp_audit") as url:
         await upgrade(url)
         svc = Gangplank(open_store(url))
-        await svc.execute(Command("x", "UpsertNode", "n1", body={"allocatable": {"cpu": "2"}}), ORIGIN)
-        await svc.execute(Command("x", "SubmitWorkload", "a", "ns", {
+        await execute(svc, Command("x", "UpsertNode", "n1", body={"allocatable": {"cpu": "2"}}))
+        await execute(svc, Command("x", "SubmitWorkload", "a", "ns", {
             "name": "a", "podGroups": [{"name": "g", "schedulingPolicy": {"basic": {}},
-                                         "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]}), ORIGIN)
+                                         "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]}))
         await svc.store.close()
         engine = sa.ext.asyncio.create_async_engine(url)
         async with engine.begin() as conn:
@@ -212,17 +217,17 @@ async def test_verify_catches_a_decision_altered_in_the_store():
 
 async def test_snapshots_and_read_tables_are_caches(incident):
     svc: Gangplank = incident["svc"]
-    before = await svc.state_at(C, None)
+    before = await svc.queries.state_at(C, None)
     async with svc.store.engine.begin() as conn:  # type: ignore[attr-defined]
         count = (await conn.execute(sa.text("SELECT count(*) FROM snapshots"))).scalar()
         assert count > 0  # snapshot_every=4 made some
         await conn.execute(sa.text("DELETE FROM snapshots"))
     fresh = Gangplank(open_store(incident["url"]))
     try:
-        after = await fresh.state_at(C, None)
+        after = await fresh.queries.state_at(C, None)
         assert after == before
         for mark in incident["marks"].values():
-            assert await fresh.state_at(C, mark) == await svc.state_at(C, mark)
+            assert await fresh.queries.state_at(C, mark) == await svc.queries.state_at(C, mark)
     finally:
         await fresh.store.close()
 
@@ -261,6 +266,7 @@ def test_a_command_that_cannot_run_exits_2_with_a_message(tmp_path, args, says):
 async def test_state_at_every_position_equals_a_plain_fold(tmp_path):
     """Light snapshots every 3 events (active workloads only) plus a short replay give, at every
     position, exactly the view of the events folded from nothing."""
+    from service.app.queries import state_view
     from service.app.service import Gangplank as G
     from service.domain import ClusterState, Event, evolve
     from service.domain.upcasting import upcast
@@ -268,21 +274,21 @@ async def test_state_at_every_position_equals_a_plain_fold(tmp_path):
     svc = G(open_store(f"sqlite+aiosqlite:///{tmp_path}/s.db"), snapshot_every=3)
     await upgrade(f"sqlite+aiosqlite:///{tmp_path}/s.db")
     for i in range(3):
-        await svc.execute(Command(C, "UpsertNode", f"n{i}", body={"allocatable": {"cpu": "4"}}), ORIGIN)
+        await execute(svc, Command(C, "UpsertNode", f"n{i}", body={"allocatable": {"cpu": "4"}}))
     for w in range(12):
-        await svc.execute(Command(C, "SubmitWorkload", f"w{w}", "ns", {
+        await execute(svc, Command(C, "SubmitWorkload", f"w{w}", "ns", {
             "name": f"w{w}", "priority": w % 3,
             "podGroups": [{"name": "g", "schedulingPolicy": {"gang": {"minCount": 1 + w % 2}},
-                           "pods": [{"name": "p", "count": 2, "requests": {"cpu": str(1 + w % 3)}}]}]}), ORIGIN)
+                           "pods": [{"name": "p", "count": 2, "requests": {"cpu": str(1 + w % 3)}}]}]}))
         if w % 3 == 2:
-            await svc.execute(Command(C, "DeleteWorkload", f"w{w - 2}", "ns"), ORIGIN)
+            await execute(svc, Command(C, "DeleteWorkload", f"w{w - 2}", "ns"))
     events = await svc.store.read(C)
     assert len(await svc.store.read(C)) > 20
     state = ClusterState(C)
     for e in events:
         evolve(state, Event(e.position, e.type, upcast(e.type, e.schema_version, e.data)))
-        expected = G._state_view(state, e.position, False)
-        got = await svc.state_at(C, e.position)
+        expected = state_view(state, e.position, False)
+        got = await svc.queries.state_at(C, e.position)
         assert got == expected, e.position
     await svc.store.close()
 
@@ -296,15 +302,15 @@ async def test_a_dropped_cluster_state_is_freed_although_loaded_states_are_froze
     url = f"sqlite+aiosqlite:///{tmp_path}/d.db"
     await upgrade(url)
     svc = Gangplank(open_store(url))
-    await svc.execute(Command(C, "UpsertNode", "n1", body={"allocatable": {"cpu": "4"}}), ORIGIN)
-    await svc.execute(Command(C, "SubmitWorkload", "w", "ns", {
-        "name": "w", "podGroups": [{"name": "g", "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]}), ORIGIN)
-    svc._drop(C)
-    await svc.execute(Command(C, "UpsertNode", "n0", body={"allocatable": {"cpu": "4"}}), ORIGIN)  # reloaded, frozen
-    old = weakref.ref(svc._clusters[C].state.workloads[("ns", "w")].groups[0])  # in a cycle with its workload
-    svc._drop(C)  # as after a conflict: the next command reloads the cluster
-    await svc.execute(Command(C, "UpsertNode", "n2", body={"allocatable": {"cpu": "4"}}), ORIGIN)
-    assert svc._clusters[C].state.workloads[("ns", "w")].groups[0] is not old()
+    await execute(svc, Command(C, "UpsertNode", "n1", body={"allocatable": {"cpu": "4"}}))
+    await execute(svc, Command(C, "SubmitWorkload", "w", "ns", {
+        "name": "w", "podGroups": [{"name": "g", "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]}))
+    svc.cache.drop(C)
+    await execute(svc, Command(C, "UpsertNode", "n0", body={"allocatable": {"cpu": "4"}}))  # reloaded, frozen
+    old = weakref.ref(svc.cache.cached(C).workloads[("ns", "w")].groups[0])  # in a cycle with its workload
+    svc.cache.drop(C)  # as after a conflict: the next command reloads the cluster
+    await execute(svc, Command(C, "UpsertNode", "n2", body={"allocatable": {"cpu": "4"}}))
+    assert svc.cache.cached(C).workloads[("ns", "w")].groups[0] is not old()
     gc.collect()
     assert old() is None
     assert gc.get_freeze_count() > 0
@@ -318,21 +324,22 @@ async def test_a_dry_run_leaves_the_live_state_and_finished_workloads_untouched(
     url = f"sqlite+aiosqlite:///{tmp_path}/dry.db"
     await upgrade(url)
     svc = Gangplank(open_store(url))
-    await svc.execute(Command(C, "UpsertNode", "n1", body={"allocatable": {"cpu": "2"}}), ORIGIN)
+    await execute(svc, Command(C, "UpsertNode", "n1", body={"allocatable": {"cpu": "2"}}))
     for name in ("done", "low"):
-        await svc.execute(Command(C, "SubmitWorkload", name, "ns", {
+        await execute(svc, Command(C, "SubmitWorkload", name, "ns", {
             "name": name, "priority": 1,
-            "podGroups": [{"name": "g", "pods": [{"name": "p", "count": 2, "requests": {"cpu": "1"}}]}]}), ORIGIN)
-    await svc.execute(Command(C, "DeleteWorkload", "done", "ns"), ORIGIN)
-    before = canonical(svc._clusters[C].state)
-    out = await svc.execute(Command(C, "SubmitWorkload", "urgent", "ns", {
+            "podGroups": [{"name": "g", "pods": [{"name": "p", "count": 2, "requests": {"cpu": "1"}}]}]}))
+    await execute(svc, Command(C, "DeleteWorkload", "done", "ns"))
+    before = canonical(svc.cache.cached(C))
+    out = await execute(svc, Command(C, "SubmitWorkload", "urgent", "ns", {
         "name": "urgent", "priority": 9,
         "podGroups": [{"name": "g", "pods": [{"name": "p", "count": 2, "requests": {"cpu": "1"}}]}]}),
-        ORIGIN, dry_run=True)
-    assert out.status == 200 and out.body["dryRun"] is True
+        dry_run=True)
+    assert isinstance(out, Accepted) and out.body["dryRun"] is True
     assert [d["type"] for d in out.body["decisions"]].count("PodGroupPreempted") == 2  # `low` would go, pod by pod
-    assert canonical(svc._clusters[C].state) == before
-    again = await svc.execute(Command(C, "SubmitWorkload", "done", "ns", {
-        "name": "done", "podGroups": [{"name": "g", "pods": [{"name": "p"}]}]}), ORIGIN, dry_run=True)
-    assert again.status == 409  # a finished workload's name stays taken, also in a dry run
+    assert canonical(svc.cache.cached(C)) == before
+    again = await execute(svc, Command(C, "SubmitWorkload", "done", "ns", {
+        "name": "done", "podGroups": [{"name": "g", "pods": [{"name": "p"}]}]}), dry_run=True)
+    # a finished workload's name stays taken, also in a dry run
+    assert isinstance(again, Rejected) and again.rejection.status == 409
     await svc.store.close()

@@ -15,8 +15,9 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
+from service.api.answers import HTTP_POLICY
 from service.app.audit import explain
-from service.app.commands import Command, Origin
+from service.app.commands import Accepted, Command, Origin, Submission
 from service.app.service import Gangplank
 from service.cli.main import app as cli
 from service.store import open_store
@@ -111,8 +112,9 @@ async def _record_devices(url: str) -> None:
     svc = Gangplank(open_store(url))
 
     async def run(kind: str, name: str, body: dict[str, Any], namespace: str | None = None) -> None:
-        out = await svc.execute(Command(C, kind, name, namespace, body), Origin(source="cli", actor="test"))
-        assert out.status in (200, 201), out.body
+        out = await svc.commands.execute(Submission(Command(C, kind, name, namespace, body),
+                                                    Origin(source="cli", actor="test")), HTTP_POLICY)
+        assert isinstance(out, Accepted), out
 
     node = {"labels": {"example.com/rack": "r1"}, "allocatable": {"cpu": "8", "pods": 8}}
     await run("UpsertNode", "n1", node)

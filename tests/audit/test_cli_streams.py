@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from service.app.commands import Command, Origin
+from service.api.answers import HTTP_POLICY
+from service.app.commands import Accepted, Command, Origin, Result, Submission
 from service.app.service import Gangplank
 from service.cli.main import app as cli
 from service.domain import events as ev
@@ -23,6 +24,10 @@ from service.store.migrate import upgrade
 
 C = "prod"
 ORIGIN = Origin(source="cli", actor="test")
+
+
+async def execute(svc: Gangplank, cmd: Command, *, dry_run: bool = False) -> Result:
+    return await svc.commands.execute(Submission(cmd, ORIGIN), HTTP_POLICY, dry_run=dry_run)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,8 +37,8 @@ async def _record(url: str) -> None:
     svc = Gangplank(open_store(url))
 
     async def run(cmd: Command) -> None:
-        out = await svc.execute(cmd, ORIGIN)
-        assert out.status in (200, 201), out.body
+        out = await execute(svc, cmd)
+        assert isinstance(out, Accepted), out
 
     node = {"allocatable": {"cpu": "4", "pods": 2}}
     for i in range(1, 4):

@@ -34,11 +34,11 @@ def test_many_resource_names_are_added_in_amortised_time():
 def test_a_cluster_refuses_resource_names_beyond_its_bound(monkeypatch):
     """Every resource name is a column of the node table for good: a cluster accepts at most
     MAX_CLUSTER_RESOURCES names (a 422 naming the field), so no one can widen it without end."""
-    from service.domain import decider
-    from service.domain.decider import Rejection, accept
+    from service.domain import commands
+    from service.domain.commands import Rejection, accept
     from tests.domain.sim import Sim, basic, pods
 
-    monkeypatch.setattr(decider, "MAX_CLUSTER_RESOURCES", 4)  # pods, cpu, memory and one more
+    monkeypatch.setattr(commands, "MAX_CLUSTER_RESOURCES", 4)  # pods, cpu, memory and one more
     s = Sim()
     s.node("a", cpu="4", memory="8Gi")
     s.node("b", cpu="4", **{"example.com/gpu": "1"})

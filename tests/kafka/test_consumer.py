@@ -37,11 +37,11 @@ async def test_happy_path_commands_to_events_to_the_decision_feed(kafka_bootstra
     store = open_store(db_url)
     try:
         async with running(s) as (service, runtime):
-            assert service.kafka_running is True
+            assert service.queries.kafka_running is True
             await wait_for(lambda: _done(store, s, len(messages)), what="all commands consumed")
             await wait_for(lambda: outbox_empty(store), what="outbox relayed")
-            assert (await service.readiness())[1]["kafka"] is True
-        assert service.kafka_running is False
+            assert (await service.queries.readiness())[1]["kafka"] is True
+        assert service.queries.kafka_running is False
         for cluster in clusters:
             events = await all_events(store, cluster)
             inputs = [e for e in events if e.metadata["causationPosition"] is None]

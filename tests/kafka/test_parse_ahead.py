@@ -69,12 +69,12 @@ class FakeService:
         self.applied: list[str] = []
         self.stored = 0
         self.fail_at = fail_at
-        self.store = self
+        self.store = self.commands = self
 
     async def stored_offsets(self, group: str, topic: str) -> dict[int, int]:
         return {0: self.stored}
 
-    async def execute_batch(self, cluster, items, *, offsets, **_):  # noqa: ANN001, ANN201
+    async def execute_unit(self, cluster, items, policy, *, offsets):  # noqa: ANN001, ANN201
         await asyncio.sleep(0.01)  # the commit's round trip: the next poll is fetched and parsed meanwhile
         if self.fail_at is not None and offsets[0].offset > self.fail_at:
             self.fail_at = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from service.app.handler import AppendSignal
 from service.kafka.relay import OutboxRelay
 from service.store.base import OutboxItem
 
@@ -82,8 +83,12 @@ class FakeProducer:
 
 
 class FakeService:
+    """The application as the relay sees it: the store, and the signal of this process's commits."""
+
     def __init__(self, store: FakeStore) -> None:
         self.store = store
+        self.commands = self
+        self.appended = AppendSignal()  # never notified here: the relay polls every idle_wait
 
 
 def rows(n: int, clusters: tuple[str, ...] = ("a", "b", "c", "d")) -> list[OutboxItem]:

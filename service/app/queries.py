@@ -1,0 +1,127 @@
+"""The query service: what the adapters read. Views of the cached state (nodes, objects,
+workloads), a workload's history, the cluster as it stood after event N, the event feed (long
+poll), the hash chain check, the cluster list and readiness. Nothing here writes."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from service.app.cache import ClusterCache
+from service.app.handler import AppendSignal
+from service.domain import ClusterState, views
+from service.store.base import EventStore, StoredEvent
+
+LONG_POLL_TICK = 0.25  # a long poll looks at the store at least this often (other writers append too)
+
+
+def event_json(stored: StoredEvent) -> dict[str, Any]:
+    return stored.envelope()
+
+
+class QueryService:
+    def __init__(self, store: EventStore, cache: ClusterCache, appended: AppendSignal) -> None:
+        self.store = store
+        self.cache = cache
+        self.appended = appended
+        self.kafka_running: bool | None = None  # None: Kafka not configured (set by the Kafka runtime)
+
+    async def _state(self, cluster: str) -> ClusterState:
+        return (await self.cache.fresh(cluster)).state
+
+    async def list_nodes(self, cluster: str) -> list[dict[str, Any]]:
+        return views.node_views(await self._state(cluster))
+
+    async def get_node(self, cluster: str, name: str) -> dict[str, Any] | None:
+        return views.node_view(await self._state(cluster), name)
+
+    async def list_objects(self, cluster: str, kind: str) -> list[dict[str, Any]]:
+        return views.object_views(await self._state(cluster), kind)
+
+    async def get_object(self, cluster: str, kind: str, name: str) -> dict[str, Any] | None:
+        for obj in await self.list_objects(cluster, kind):
+            if obj["name"] == name:
+                return obj
+        return None
+
+    async def get_workload(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+        state = await self._state(cluster)
+        wl = state.workloads.get((namespace, name))
+        return views.workload_view(state, wl) if wl is not None else None
+
+    async def list_workloads(self, cluster: str, *, namespace: str | None, phase: str | None,
+                             limit: int, after: int) -> dict[str, Any]:
+        state = await self._state(cluster)
+        items: list[dict[str, Any]] = []
+        more = False
+        for pos in sorted(p for p in state.by_position if p > after):
+            wl = state.by_position[pos]
+            if namespace is not None and wl.spec.namespace != namespace:
+                continue
+            if phase is not None and views.workload_phase(wl) != phase:
+                continue
+            if len(items) == limit:
+                more = True
+                break
+            items.append(views.workload_view(state, wl))
+        return {"items": items, "next": items[-1]["position"] if more and items else None}
+
+    async def events(self, cluster: str, *, after: int, limit: int, wait: float) -> dict[str, Any]:
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            batch = await self.store.read(cluster, after=after, limit=limit)
+            if batch or time.monotonic() >= deadline:
+                last = await self.store.last_position(cluster)
+                return {"events": [event_json(e) for e in batch], "lastPosition": last}
+            await self.appended.wait(min(LONG_POLL_TICK, max(0.0, deadline - time.monotonic())))
+
+    async def history(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+        state = await self._state(cluster)
+        wl = state.workloads.get((namespace, name))
+        if wl is None:
+            return None
+        out = []
+        for pos in list(wl.events):  # as committed now, before awaiting
+            found = await self.store.read(cluster, after=pos - 1, limit=1)
+            if found:
+                out.append(event_json(found[0]))
+        return {"events": out}
+
+    async def state_at(self, cluster: str, at: int | None, *, include_finished: bool = False) -> dict[str, Any]:
+        """The cluster after event `at`: the nearest snapshot plus a short replay (never the
+        whole stream). Finished workloads are counted, and listed with include_finished."""
+        state = await self._state(cluster)
+        if at is None or at >= state.position:
+            return state_view(state, state.position, include_finished)
+        past = await self.cache.rebuild(cluster, until=at, light=not include_finished)
+        return state_view(past, at, include_finished)
+
+    async def verify(self, cluster: str) -> dict[str, Any]:
+        result = await self.store.verify(cluster)
+        out: dict[str, Any] = {"ok": result.ok, "events": result.events, "head": result.head}
+        if not result.ok:
+            out["firstBadPosition"] = result.first_bad_position
+        return out
+
+    async def clusters(self) -> list[dict[str, Any]]:
+        return [{"name": name, "lastPosition": last} for name, last in await self.store.clusters()]
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        checks: dict[str, Any] = {}
+        try:
+            checks["database"] = await self.store.ping()
+            checks["schema"] = await self.store.schema_is_current()
+        except Exception as exc:  # readiness reports, never raises
+            checks["database"] = False
+            checks["error"] = str(exc)
+        if self.kafka_running is not None:
+            checks["kafka"] = self.kafka_running
+        return all(v for k, v in checks.items() if k != "error"), checks
+
+
+def state_view(state: ClusterState, at: int, include_finished: bool) -> dict[str, Any]:
+    listed = [wl for wl in state.by_position.values() if include_finished or wl.deleted_at is None]
+    listed.sort(key=lambda w: w.position)
+    return {"position": at, "nodes": views.node_views(state),
+            "workloads": [views.workload_view(state, wl) for wl in listed],
+            "finishedWorkloads": state.finished_before
+            + sum(1 for wl in state.by_position.values() if wl.deleted_at is not None)}
