@@ -337,6 +337,7 @@ async def build_stream(url: str, total: int, batch: int) -> dict[str, Any]:
 
 async def time_rebuild(url: str, plain_fold: bool = False) -> dict[str, Any]:
     from service.app.service import Gangplank
+    from service.app.snapshots import SNAPSHOT_VERSION
     from service.domain import ClusterState, Event, evolve
     from service.domain.replay import Replay
     from service.domain.upcasting import upcast
@@ -346,7 +347,7 @@ async def time_rebuild(url: str, plain_fold: bool = False) -> dict[str, Any]:
 
     store = open_store(url)
     try:
-        assert await store.latest_snapshot(CLUSTER, "state-v2") is None
+        assert await store.latest_snapshot(CLUSTER, SNAPSHOT_VERSION) is None
         svc = Gangplank(store)
         await store.read(CLUSTER, after=0, limit=10)  # a warm connection
         configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)

@@ -17,9 +17,10 @@ import typer
 if TYPE_CHECKING:
     from gangplank_client import Client, WorkloadView
 
-ServerOpt = typer.Option("http://127.0.0.1:8000", "--server", envvar="GANGPLANK_SERVER", help="the server's URL")
-ClusterOpt = typer.Option("default", "--cluster", envvar="GANGPLANK_CLUSTER", help="the cluster")
-TokenOpt = typer.Option(None, "--token", envvar="GANGPLANK_TOKEN", help="bearer token")
+ServerOpt = typer.Option("http://127.0.0.1:8000", "--server", metavar="URL", envvar="GANGPLANK_SERVER",
+                         help="The server's URL.")
+ClusterOpt = typer.Option("default", "--cluster", metavar="NAME", envvar="GANGPLANK_CLUSTER", help="The cluster.")
+TokenOpt = typer.Option(None, "--token", metavar="TOKEN", envvar="GANGPLANK_TOKEN", help="The bearer token.")
 get_app = typer.Typer(help="List resources of a running server.", no_args_is_help=True)
 
 
@@ -75,9 +76,11 @@ def _body_of(path: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
 
 
 @_talking
-def submit(file: str = typer.Option(..., "-f", "--filename", help="a Gangplank body or Kubernetes manifests ('-': stdin)"),
-           namespace: str | None = typer.Option(None, "--namespace", "-n"),
-           dry_run: bool = typer.Option(False, "--dry-run", help="show the outcome, record nothing"),
+def submit(file: str = typer.Option(..., "-f", "--filename", metavar="FILE",
+                                     help="A Gangplank body or Kubernetes manifests ('-': stdin)."),
+           namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS",
+                                                       help="The namespace (default: the manifest's)."),
+           dry_run: bool = typer.Option(False, "--dry-run", help="Show the outcome, record nothing."),
            server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
     """Submit a workload (or Job, JobSet, LeaderWorkerSet, scheduling.k8s.io manifests) and print the outcome."""
     ns, body = _body_of(file, namespace)
@@ -109,7 +112,8 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 @get_app.command("workloads")
 @_talking
-def get_workloads(namespace: str | None = typer.Option(None, "--namespace", "-n"),
+def get_workloads(namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS",
+                                                       help="Only this namespace (default: all)."),
                   server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
     """List the workloads, in submission order."""
     with _client(server, cluster, token) as c:

@@ -47,7 +47,7 @@ def _pip_calls(tree: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("script,install", [("serve", "-m pip install --quiet -e ."),
-                                            ("test", "-m pip install --quiet -e .[test]")])
+                                            ("test", "-m pip install --quiet -e .[test] -e client[test]")])
 def test_a_second_start_installs_nothing_and_works_offline(tree: Path, script: str, install: str) -> None:
     first = _run(tree, script, "--port", "9")
     assert first.returncode == 0, first.stderr
