@@ -36,6 +36,8 @@ def configure_logging(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for chatty in ("httpx", "httpcore"):  # a line per request at INFO: the client commands' output is not a log
+        logging.getLogger(chatty).setLevel(max(level, logging.WARNING))
     structlog.configure(
         processors=[*_stamps(), render],
         logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
