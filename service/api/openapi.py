@@ -81,6 +81,8 @@ ANSWERS: dict[str, tuple[str, str, str]] = {
     "verifyChain": ("200", "Verification", "The hash chain's check"),
     "listClusters": ("200", "ClusterList", "The clusters with their last positions"),
     "healthz": ("200", "Health", "The process answers"),
+    "version": ("200", "Version", "The service's version and the API's"),
+    "getVersion": ("200", "Version", "The service's version and the API's"),
     "readyz": ("200", "Readiness", "Ready: database reachable, schema current, Kafka consumer running"),
 }
 _TEXT_ANSWERS = {"metrics": "Prometheus text format (OpenMetrics when asked for in Accept)"}
@@ -106,9 +108,11 @@ def _json_response(description: str, schema: str, headers: dict[str, Any] | None
 def _answers(operation: dict[str, Any], method: str) -> dict[str, Any]:
     """The operation's success answers, in place of Litestar's undescribed ones."""
     responses: dict[str, Any] = operation.setdefault("responses", {})
+    operation_id = operation.get("operationId", "")
+    if operation_id not in ANSWERS and operation_id not in _TEXT_ANSWERS:
+        return responses  # a route without its answer here: tests/api/test_openapi.py names it
     for status in [s for s in responses if s.startswith("2")]:
         del responses[status]
-    operation_id = operation.get("operationId", "")
     if operation_id in _TEXT_ANSWERS:
         responses["200"] = {"description": _TEXT_ANSWERS[operation_id],
                             "content": {"text/plain": {"schema": {"type": "string"}}}}

@@ -272,6 +272,11 @@ class Health(TypedDict):
     status: Literal["ok"]
 
 
+class Version(TypedDict):
+    version: str
+    api: Literal["v1"]
+
+
 class ReadinessChecks(TypedDict):
     database: bool
     schema: NotRequired[bool]
@@ -288,7 +293,7 @@ ANSWERS: tuple[type, ...] = (
     NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
-    Verification, ClusterList, Health, Readiness,
+    Verification, ClusterList, Health, Version, Readiness,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

@@ -52,6 +52,7 @@ def test_every_operation_describes_its_success_body(open_document):
         success = {s: r for s, r in operation["responses"].items() if s.startswith("2")}
         assert success, (method, path)
         for response in success.values():
+            assert response.get("content"), f"{operation['operationId']}: add its answer to openapi.ANSWERS"
             (media, content), = response["content"].items()
             if operation["operationId"] == "metrics":
                 assert media == "text/plain"
@@ -60,6 +61,7 @@ def test_every_operation_describes_its_success_body(open_document):
             name = content["schema"]["$ref"].removeprefix("#/components/schemas/")
             assert schemas[name]["properties"], (method, path)
     assert set(ANSWERS) | {"metrics"} >= {op["operationId"] for _, _, op in _operations(open_document)}
+    assert {"Version", "Health", "Readiness"} <= schemas.keys()  # GET /version's, once the route is in
 
 
 # every status each route answers, when the server runs open (secured adds 401 and 403 to every
