@@ -1,0 +1,313 @@
+"""The shapes of the HTTP API's answers, for the OpenAPI document (http.md, *Operations*).
+
+Written from the views the application answers with (service/domain/views.py, service/app/queries.py,
+service/app/registry.py, the store's event envelope): TypedDicts with the JSON's own camelCase keys,
+so a key that is always there is required and one that is sometimes there is `NotRequired`. Nothing
+validates answers against these at run time (the answer path stays as fast as it was); the live
+answers are checked against them by tests/api/test_openapi.py.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
+
+REQUEST_SCHEMA = "#/components/schemas/{model}"
+
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+
+
+# -- inventory -------------------------------------------------------------------------------------
+
+class NodePod(TypedDict):
+    namespace: str
+    workload: str
+    podGroup: str
+    pod: str
+
+
+class NodeView(TypedDict):
+    """A node as it stands: what it offers, what is placed on it and what is left."""
+    name: str
+    labels: dict[str, str]
+    allocatable: dict[str, str]
+    unschedulable: bool
+    allocated: dict[str, str]
+    free: dict[str, str]
+    pods: list[NodePod]
+
+
+class PriorityClassView(TypedDict):
+    name: str
+    value: int
+    preemptionPolicy: PreemptionPolicy
+
+
+class DeviceClassView(TypedDict):
+    """The device class as put (its body, with its name)."""
+    name: str
+    selectors: NotRequired[list[dict[str, Any]]]
+
+
+class ResourceSliceView(TypedDict):
+    """The resource slice as put (its body, with its name)."""
+    name: str
+    driver: str
+    pool: dict[str, Any]
+    nodeName: NotRequired[str]
+    allNodes: NotRequired[bool]
+    nodeSelector: NotRequired[dict[str, str]]
+    devices: NotRequired[list[dict[str, Any]]]
+
+
+class ReleasedPod(TypedDict):
+    namespace: str
+    workload: str
+    podGroup: str
+    pod: str
+    node: str | None
+
+
+# -- workloads -------------------------------------------------------------------------------------
+
+class Reason(TypedDict):
+    reason: str
+    nodes: int
+
+
+class Explanation(TypedDict):
+    """Why pods wait (model.md, *Explanations*)."""
+    message: str
+    reasons: list[Reason]
+    placeablePods: NotRequired[int]
+    minCount: NotRequired[int]
+    preemption: NotRequired[str | None]
+
+
+class Condition(TypedDict):
+    type: str
+    status: str
+    reason: str
+    message: str
+    position: int
+
+
+class PodStatus(TypedDict):
+    name: str
+    node: str | None
+
+
+class ClaimDevice(TypedDict):
+    driver: str
+    pool: str
+    device: str
+
+
+class ClaimReference(TypedDict):
+    kind: str
+    name: str
+
+
+class ClaimStatus(TypedDict):
+    name: str
+    sharing: Literal["PodGroup", "Workload", "Pod"]
+    pod: str | None
+    devices: list[ClaimDevice]
+    reservedFor: list[ClaimReference]
+
+
+class PodGroupStatus(TypedDict):
+    name: str
+    phase: Literal["Pending", "Scheduled"]
+    minCount: int
+    placedPods: int
+    domain: str | None
+    explanation: Explanation | None
+    pods: list[PodStatus]
+    claims: list[ClaimStatus]
+    conditions: list[Condition]
+
+
+class WorkloadStatus(TypedDict):
+    phase: Literal["Pending", "Scheduled", "Finished"]
+    deletedAt: int | None
+    podGroups: list[PodGroupStatus]
+
+
+class WorkloadView(TypedDict):
+    cluster: str
+    namespace: str
+    name: str
+    priority: int
+    preemptionPolicy: PreemptionPolicy
+    position: int
+    spec: dict[str, Any]  # the Workload body as submitted: a $ref to it (see _SPEC_REF)
+    status: WorkloadStatus
+
+
+class WorkloadPage(TypedDict):
+    items: list[WorkloadView]
+    next: int | None
+
+
+# -- answers to mutating requests --------------------------------------------------------------------
+
+class Decision(TypedDict):
+    """A decision event this request caused, for any workload."""
+    position: int
+    type: str
+    data: dict[str, Any]
+
+
+class NodeAnswer(NodeView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
+class PriorityClassAnswer(PriorityClassView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
+class DeviceClassAnswer(DeviceClassView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
+class ResourceSliceAnswer(ResourceSliceView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
+class WorkloadAnswer(WorkloadView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
+class Removal(TypedDict):
+    """The answer to removing a node, device class or resource slice: the pods it released."""
+    name: str
+    removed: NotRequired[bool]  # device classes and resource slices: true (nodes answer without it)
+    released: list[ReleasedPod]
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
+# -- audit and replay --------------------------------------------------------------------------------
+
+class EventMetadata(TypedDict):
+    """An input's origin (commandId, source, actor, receivedAt) or a decision's cause (causationPosition)."""
+    commandId: NotRequired[str | None]
+    source: NotRequired[str | None]
+    actor: NotRequired[str | None]
+    causationPosition: NotRequired[int | None]
+    receivedAt: NotRequired[str | None]
+
+
+class Event(TypedDict):
+    """The event envelope (events.md)."""
+    cluster: str
+    position: int
+    type: str
+    schemaVersion: int
+    data: dict[str, Any]
+    metadata: EventMetadata
+    recordedAt: str
+    prevHash: str
+    hash: str
+
+
+class EventPage(TypedDict):
+    events: list[Event]
+    lastPosition: int
+
+
+class History(TypedDict):
+    events: list[Event]
+
+
+class StateView(TypedDict):
+    position: int
+    nodes: list[NodeView]
+    workloads: list[WorkloadView]
+    finishedWorkloads: int
+
+
+class Verification(TypedDict):
+    ok: bool
+    events: int
+    head: str
+    firstBadPosition: NotRequired[int]
+
+
+class ClusterInfo(TypedDict):
+    name: str
+    lastPosition: int
+
+
+class NodeList(TypedDict):
+    items: list[NodeView]
+
+
+class PriorityClassList(TypedDict):
+    items: list[PriorityClassView]
+
+
+class DeviceClassList(TypedDict):
+    items: list[DeviceClassView]
+
+
+class ResourceSliceList(TypedDict):
+    items: list[ResourceSliceView]
+
+
+class ClusterList(TypedDict):
+    items: list[ClusterInfo]
+
+
+# -- operations ----------------------------------------------------------------------------------------
+
+class Health(TypedDict):
+    status: Literal["ok"]
+
+
+class Version(TypedDict):
+    version: str
+    api: Literal["v1"]
+
+
+class ReadinessChecks(TypedDict):
+    database: bool
+    schema: NotRequired[bool]
+    kafka: NotRequired[bool]  # only when a Kafka consumer is configured
+    error: NotRequired[str]
+
+
+class Readiness(TypedDict):
+    status: Literal["ready"]
+    checks: ReadinessChecks
+
+
+ANSWERS: tuple[type, ...] = (
+    NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
+    DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
+    ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
+    Verification, ClusterList, Health, Version, Readiness,
+)
+
+_SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}
+
+
+def response_schemas() -> dict[str, dict[str, Any]]:
+    """Every answer's JSON Schema and the schemas it uses, by name (for components/schemas)."""
+    schemas: dict[str, dict[str, Any]] = {}
+    for answer in ANSWERS:
+        schema = TypeAdapter(answer).json_schema(ref_template=REQUEST_SCHEMA, mode="serialization")
+        for name, definition in {**schema.pop("$defs", {}), answer.__name__: schema}.items():
+            if name in ("WorkloadView", "WorkloadAnswer"):
+                definition["properties"]["spec"] = _SPEC_REF
+            if schemas.get(name, definition) != definition:
+                raise ValueError(f"two different schemas named {name}")
+            schemas[name] = definition
+    return dict(sorted(schemas.items()))
