@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.app import audit_tree
 from service.domain import ClusterState, Event, evolve, handle
 from service.domain import events as ev
 from service.domain.upcasting import upcast
@@ -311,7 +312,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
     inputs = {e["position"]: e for e in history if e["type"] in ev.INPUT_TYPES} | (causes or {})
     lines: list[str] = []
     groups: dict[str, _Group] = {}
-    submitted_at, deleted_at = None, None
+    submitted_at, deleted_at, tree = None, None, False
     for env in history:
         t, d, pos = env["type"], env["data"], env["position"]
         when = f"{env.get('recordedAt', '?')} [#{pos}]"
@@ -319,7 +320,14 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
         cause = None if cause_at in (None, submitted_at) else _input_words(inputs.get(cause_at), cause_at)
         ref = (d.get("namespace"), d.get("workload"))
         group = d.get("podGroup")
-        if t == ev.WORKLOAD_SUBMITTED:
+        if t == ev.WORKLOAD_SUBMITTED and "compositePodGroups" in d["spec"]:
+            submitted_at, tree = pos, True
+            lines.append(audit_tree.submitted(d, when, namespace, name))
+        elif t == ev.COMPOSITE_POD_GROUP_SCHEDULED:
+            lines += audit_tree.scheduled(d, when)
+        elif t == ev.COMPOSITE_POD_GROUP_UNSCHEDULABLE:
+            lines += audit_tree.unschedulable(d, when)
+        elif t == ev.WORKLOAD_SUBMITTED:
             submitted_at = pos
             specs = d["spec"]["podGroups"]
             groups = {g["name"]: _Group(_min_count(g), _size(g)) for g in specs}
@@ -355,9 +363,10 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
                 lines.append(f"{when} As preemptor, evicted {d['namespace']}/{d['workload']} group "
                              f"{group} (priority {d['priority']}): {_pods(d['pods'])}.")
         elif t == ev.PODS_LOST:
+            with_cpg = f" (with composite pod group {d['compositePodGroup']})" if d.get("compositePodGroup") else ""
             lines.append(f"{when} Group {group} lost {_n(len(d['pods']), 'pod')}, {_pods(d['pods'])}, "
                          f"because {cause if cause_at in inputs else _loss_words(d)}"
-                         f"{'; the whole group went back to the queue' if d['wholeGroup'] else ''}."
+                         f"{'; the whole group went back to the queue' if d['wholeGroup'] else ''}{with_cpg}."
                          f"{_released(d)}")
             _unplace(groups.get(group), d["pods"])
         elif t == ev.WORKLOAD_DELETED:
@@ -365,7 +374,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             lines.append(f"{when} Finished: deleted; all its pods and claims were released.")
         elif t == ev.COMMAND_REJECTED:
             lines.append(f"{when} A {d['command']} command was rejected: {d['message']}.")
-    if history:
+    if history and not tree:  # a tree's state is its status.compositePodGroups
         lines.append(_now(groups, deleted_at))
     return lines
 

@@ -22,8 +22,9 @@ from service.store.base import EventStore, Snapshot
 if TYPE_CHECKING:
     from service.app.cache import CachedCluster
 
-SNAPSHOT_VERSION = "state-v3"  # v3: the classes moved (dra/, workload.py). The whole state: restarts rebuild from it
-LIGHT_SNAPSHOT_VERSION = "state-light-v3"  # without finished workloads: /state?at=N starts from it
+SNAPSHOT_VERSION = "state-v4"  # v4: workloads hold composite pod groups; v3: the classes moved (dra/, workload.py).
+# The whole state: restarts rebuild from it
+LIGHT_SNAPSHOT_VERSION = "state-light-v4"  # without finished workloads: /state?at=N starts from it
 LIGHT_PER_FULL = 50  # a light snapshot every `every` events, a full one too every 50th
 SNAPSHOT_DEFER = 10  # under load, a snapshot waits for a pause up to this many intervals
 log = structlog.get_logger("gangplank.app")

@@ -13,6 +13,7 @@ from typing import Any
 from service.domain import events as ev
 from service.domain.model import PREEMPT_LOWER
 from service.domain.state import ClusterState
+from service.domain.tree import group_bodies
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def submit_workload(state: ClusterState, name: str, namespace: str | None,
     ns = namespace or ""
     if (ns, name) in state.workloads:
         return Rejection(409, "AlreadyExists", f"workload {ns}/{name} already exists")
-    requested = {r for g in body.get("podGroups") or () for p in g.get("pods") or ()
+    requested = {r for g in group_bodies(body) for p in g.get("pods") or ()
                  for r in (p.get("requests") or {})}
     too_many = _too_many_resources(state, requested, ("body", "podGroups"))
     if too_many is not None:

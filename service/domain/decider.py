@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from service.domain import composite_decide as tr
 from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
@@ -24,7 +25,7 @@ from service.domain.commands import rejection_event as rejection_event
 from service.domain.evolve import evolve
 from service.domain.model import NEVER
 from service.domain.queue import grown_bound, single_shape
-from service.domain.state import ClusterState, Group
+from service.domain.state import ClusterState, Composite, Group
 
 
 # -- decide: input event -> decisions --------------------------------------------------------
@@ -56,7 +57,10 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
         _pods_lost(state, loss.group, loss.pods, None, "DevicesRemoved", emit, loss.claims)
     if input_event.type == ev.WORKLOAD_SUBMITTED:
         wl = state.workloads[(input_event.data["namespace"], input_event.data["name"])]
-        _pass(state, emit, only=[g for g in wl.groups if g.pending])
+        if wl.composites:  # a tree: its roots are its queue entries
+            _pass(state, emit, only=[r for r in tr.roots_of(wl) if r.key in state.queue])  # type: ignore[misc]
+        else:
+            _pass(state, emit, only=[g for g in wl.groups if g.pending])
     elif input_event.type in (ev.PRIORITY_CLASS_UPSERTED, ev.DEVICE_CLASS_REMOVED):
         pass  # adds no room: nothing pending can newly fit
     else:
@@ -71,13 +75,23 @@ def _node_lost(state: ClusterState, row: int, name: str, emit: Emit) -> None:
     by_group: dict[tuple[int, int], list[int]] = {}
     for wl_pos, gi, pod in state.node_pods[row]:
         by_group.setdefault((wl_pos, gi), []).append(pod)
+    trees: set[int] = set()  # a tree's losses on this node are released together
     for (wl_pos, gi), pods in sorted(by_group.items()):
         g = state.by_position[wl_pos].groups[gi]
+        if g.spec.parent is not None:
+            if wl_pos not in trees:
+                trees.add(wl_pos)
+                lost = {j: sorted(p) for (w, j), p in sorted(by_group.items()) if w == wl_pos}
+                tr.lose(state, g.workload, lost, name, "NodeRemoved", emit)
+            continue
         _pods_lost(state, g, sorted(pods), name, "NodeRemoved", emit)
 
 
 def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None, reason: str,
                emit: Emit, lost_claims: list[dict[str, Any]] | None = None) -> None:
+    if g.spec.parent is not None:  # a tree's pod group: what goes with it is the tree's rule
+        tr.lose(state, g.workload, {g.index: pods}, node, reason, emit, {g.index: lost_claims or []})
+        return
     remaining = g.placed - len(pods)
     whole = g.spec.disruption_all or (g.spec.gang and remaining < g.spec.min_count)
     if whole:
@@ -177,6 +191,8 @@ def _learn(state: ClusterState, g: Group, plain: pl.Attempt, refusal: pre.Refusa
 
 def _try(state: ClusterState, g: Group, emit: Emit) -> str:
     """Try one pending group: 'placed', 'evicted' (a preemption happened) or 'failed'."""
+    if isinstance(g, Composite):  # a tree's root (composite.md *The queue*)
+        return tr.try_root(state, g, emit)
     spec = g.spec
     unplaced = [i for i, n in enumerate(g.node_of) if n < 0]
     may_preempt = g.workload.spec.preemption_policy != NEVER

@@ -21,6 +21,7 @@ from service.domain import dra
 from service.domain import events as ev
 from service.domain.model import NodeSpec, PriorityClass, workload_from_submission
 from service.domain.state import ClusterState, Group, Workload
+from service.domain.workload import Composite, cpg_satisfied
 
 
 def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
@@ -76,14 +77,17 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
     for i, gs in enumerate(spec.groups):
         g = Group(workload=wl, index=i, spec=gs, node_of=[-1] * len(gs.pod_names),
                   placed_at=[None] * len(gs.pod_names))
-        g.class_key = _class_key(wl, g)
+        g.class_key = _class_key(wl, g) if gs.parent is None else None  # a tree's groups queue as its root
         wl.groups.append(g)
+    wl.composites = [Composite(workload=wl, spec=cs) for cs in spec.cpgs]
     state.workloads[wl.key] = wl
     state.by_position[wl.position] = wl
     for shape in range(len(spec.shapes)):
         state.shape_vector(wl, shape)  # adds resource columns now, not mid-decision
     for g in wl.groups:
         state.sync_queue(g)
+    for ci in spec.roots:
+        state.sync_root(wl.composites[ci])
     wl.events.append(e.position)
 
 
@@ -119,6 +123,8 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
     wl.deleted_at = e.position
     for g in wl.groups:
         state.sync_queue(g)
+    for ci in wl.spec.roots:
+        state.sync_root(wl.composites[ci])
     wl.events.append(e.position)
     for shape in range(len(wl.spec.shapes)):
         state._shape_vectors.pop((wl.position, shape), None)
@@ -137,15 +143,93 @@ def _group_of(state: ClusterState, data: dict[str, Any]) -> Group:
 
 def _scheduled(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
+    _place_group(state, g, e.data, e.position, e.data.get("explanation"))
+    g.workload.events.append(e.position)
+    if g.spec.parent is not None:
+        _composites_changed(g.workload, e.position)
+
+
+def _place_group(state: ClusterState, g: Group, data: dict[str, Any], position: int,
+                 explanation: dict[str, Any] | None) -> None:
     was_scheduled = g.scheduled
     index = state.nodes.index
-    state.place_pods(g, [(g.pod_index(p["pod"]), index[p["node"]]) for p in e.data["pods"]], e.position)
-    if "domain" in e.data and e.data["domain"] is not None:
-        g.domain = e.data["domain"]["value"]
-    dra.claims_allocated(state.dra, g, e.data.get("claims") or [])
-    placed_rule(g, was_scheduled, g.scheduled, g.spec.min_count, e.data.get("explanation"), e.position)
+    state.place_pods(g, [(g.pod_index(p["pod"]), index[p["node"]]) for p in data["pods"]], position)
+    if "domain" in data and data["domain"] is not None:
+        g.domain = data["domain"]["value"]
+    dra.claims_allocated(state.dra, g, data.get("claims") or [])
+    placed_rule(g, was_scheduled, g.scheduled, g.spec.min_count, explanation, position)
     state.sync_queue(g)
-    g.workload.events.append(e.position)
+
+
+def _child_explanations(explanation: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Name -> explanation of every child a tree explanation names, at any depth."""
+    out: dict[str, dict[str, Any]] = {}
+    stack = [explanation] if explanation is not None else []
+    while stack:
+        x = stack.pop()
+        for child in x.get("children") or ():
+            if child.get("explanation") is not None:
+                out[child["name"]] = child["explanation"]
+                if child["kind"] == "CompositePodGroup":
+                    stack.append(child["explanation"])
+    return out
+
+
+def _composites_changed(wl: Workload, position: int) -> None:
+    """After a tree's placements changed: conditions of CPGs newly satisfied, pins forgotten
+    for CPGs no longer satisfied (composite.md), roots pending again need an explanation."""
+    for c in wl.composites:
+        if cpg_satisfied(wl, c.spec.index):
+            c.explanation = None
+            if not c.ever_scheduled:
+                c.ever_scheduled = True
+                c.conditions["CompositePodGroupInitiallyScheduled"] = {
+                    "type": "CompositePodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
+                    "message": f"minGroupCount {c.spec.min_group_count} of {c.spec.children} children satisfied",
+                    "position": position}
+        else:
+            c.domain = None
+            if c.spec.parent is None:
+                c.needs_explanation = True
+
+
+def _composite_scheduled(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads[(e.data["namespace"], e.data["workload"])]
+    by_name = {g.spec.name: g for g in wl.groups}
+    explained = _child_explanations(e.data.get("explanation"))
+    for entry in e.data["groups"]:
+        g = by_name[entry["podGroup"]]
+        _place_group(state, g, entry, e.position, explained.get(entry["podGroup"]))
+    cpgs = {c.spec.name: c for c in wl.composites}
+    for entry in e.data["composites"]:
+        c = cpgs[entry["compositePodGroup"]]
+        if entry.get("domain") is not None and entry["satisfied"]:
+            c.domain = entry["domain"]["value"]
+        if not entry["satisfied"]:
+            c.explanation = explained.get(c.spec.name)
+    root = cpgs[e.data["compositePodGroup"]]
+    while root.spec.parent is not None:
+        root = wl.composites[root.spec.parent]
+    wl.events.append(e.position)
+    _composites_changed(wl, e.position)
+    root.needs_explanation = False
+
+
+def _composite_unschedulable(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads[(e.data["namespace"], e.data["workload"])]
+    root = next(c for c in wl.composites if c.spec.name == e.data["compositePodGroup"])
+    root.explanation = e.data["explanation"]
+    root.needs_explanation = False
+    explained = _child_explanations(e.data["explanation"])
+    for c in wl.composites:
+        if c.spec.root == root.spec.root and c is not root:
+            c.explanation = explained.get(c.spec.name)
+    for g in wl.groups:
+        if g.spec.parent is not None and wl.spec.cpgs[g.spec.parent].root == root.spec.root:
+            g.explanation = explained.get(g.spec.name, g.explanation)
+            g.needs_explanation = False
+    state.sync_root(root)
+    wl.events.append(e.position)
 
 
 def _unschedulable(state: ClusterState, e: ev.Event) -> None:
@@ -171,6 +255,8 @@ def _preempted(state: ClusterState, e: ev.Event) -> None:
     pre = e.data["preemptor"]
     g.conditions["DisruptionTarget"] = disruption_target(pre, e.position)
     g.workload.events.append(e.position)
+    if g.spec.parent is not None:
+        _composites_changed(g.workload, e.position)
     preemptor = state.workloads.get((pre["namespace"], pre["workload"]))
     if preemptor is not None and preemptor is not g.workload:
         preemptor.events.append(e.position)
@@ -180,6 +266,8 @@ def _lost(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
     _release(state, g, e.data["pods"], e.data.get("claimsReleased"))
     g.workload.events.append(e.position)
+    if g.spec.parent is not None:
+        _composites_changed(g.workload, e.position)
 
 
 # -- the rules the fast replay applies too ---------------------------------------------------
@@ -246,4 +334,6 @@ FOLDS: dict[str, Fold] = {
     ev.POD_GROUP_UNSCHEDULABLE: Fold(_unschedulable, "_unschedulable"),
     ev.POD_GROUP_PREEMPTED: Fold(_preempted, "_preempted"),
     ev.PODS_LOST: Fold(_lost, "_lost"),
+    ev.COMPOSITE_POD_GROUP_SCHEDULED: Fold(_composite_scheduled),
+    ev.COMPOSITE_POD_GROUP_UNSCHEDULABLE: Fold(_composite_unschedulable),
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.domain import tree as _tree
 from service.domain.quantity import PODS, parse_quantity
 
 GANG = "gang"
@@ -73,6 +74,7 @@ class GroupSpec:
     claims: tuple[ClaimRef, ...]  # the group's shared claims
     pod_names: tuple[str, ...]
     pod_shapes: tuple[int, ...]  # index into WorkloadSpec.shapes, per pod
+    parent: int | None = None  # index into WorkloadSpec.cpgs: the CPG holding it (composite.md)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class WorkloadSpec:
     shapes: tuple[PodShape, ...]
     claims: tuple[ClaimRef, ...]  # workload-shared claims
     templates: tuple[tuple[str, Any], ...]  # (template name, claim spec dict), as submitted
+    cpgs: tuple[_tree.CpgSpec, ...] = ()  # composite pod groups, pre-order (empty: a flat workload)
+    roots: tuple[int, ...] = ()  # indices into cpgs of the roots, in order
 
 
 def _claim_refs(entries: list[dict[str, Any]] | None) -> tuple[ClaimRef, ...]:
@@ -94,9 +98,13 @@ def _claim_refs(entries: list[dict[str, Any]] | None) -> tuple[ClaimRef, ...]:
 def workload_from_submission(data: dict[str, Any]) -> WorkloadSpec:
     """Build the spec from a WorkloadSubmitted event's data."""
     body = data["spec"]
+    tree = None
+    if body.get("compositePodGroups") is not None:  # a tree: its pod groups in pre-order, expanded
+        tree = _tree.expand(body["compositePodGroups"])
+        body = {**body, "podGroups": [g.body for g in tree.groups]}
     shapes: list[PodShape] = []
     shape_index: dict[PodShape, int] = {}
-    groups = []
+    groups: list[GroupSpec] = []
     for g in body["podGroups"]:
         policy = g.get("schedulingPolicy") or {"basic": {}}
         gang = "gang" in policy
@@ -121,10 +129,12 @@ def workload_from_submission(data: dict[str, Any]) -> WorkloadSpec:
             topology_key=(g.get("topology") or {}).get("key"),
             claims=_claim_refs(g.get("resourceClaims")),
             pod_names=tuple(names), pod_shapes=tuple(pod_shapes),
+            parent=None if tree is None else tree.groups[len(groups)].parent,
         ))
     return WorkloadSpec(
         namespace=data["namespace"], name=data["name"], priority=int(data["priority"]),
         preemption_policy=data["preemptionPolicy"], groups=tuple(groups), shapes=tuple(shapes),
         claims=_claim_refs(body.get("resourceClaims")),
         templates=tuple((t["name"], t.get("spec") or {}) for t in body.get("resourceClaimTemplates") or ()),
+        cpgs=() if tree is None else tree.cpgs, roots=() if tree is None else tree.roots,
     )

@@ -56,13 +56,21 @@ class Trial:
         self.rows.append((node, vec))
 
     def rollback(self) -> None:
+        self.rollback_to((0, 0))
+
+    def mark(self) -> tuple[int, int]:
+        """Where the trial stands now: `rollback_to` it undoes only what came after."""
+        return len(self.rows), len(self.ledger.new_allocations())
+
+    def rollback_to(self, mark: tuple[int, int]) -> None:
         nodes = self.state.nodes
         used = nodes.used
-        for node, vec in reversed(self.rows):
+        later = self.rows[mark[0]:]
+        for node, vec in reversed(later):
             used[node] -= vec
-        nodes.note_touched(node for node, _ in self.rows)
-        self.rows.clear()
-        self.ledger.rollback()
+        nodes.note_touched(node for node, _ in later)
+        del self.rows[mark[0]:]
+        self.ledger.rollback_to(mark[1])
 
 
 # -- scoring ------------------------------------------------------------------------------
@@ -576,11 +584,12 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
     key = g.spec.topology_key
     if key is None:
         trial = keep_trial or Trial(state)
+        mark = trial.mark()  # a kept trial may hold other groups' pods (a tree: composite.py)
         placements, failure = place_in(state, g, pods, restrict, trial, explain)
         result = Attempt(placements=placements, placeable=len(placements), need=need, failure=failure,
-                         claims=trial.ledger.new_allocations())
+                         claims=trial.ledger.new_allocations()[mark[1]:])
         if keep_trial is None or not result.ok:
-            trial.rollback()
+            trial.rollback_to(mark)
         return result
 
     layout = state.nodes.layout(key)
@@ -637,7 +646,8 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
         assert best_attempt.domain is not None  # a domain was chosen
         d = values.index(best_attempt.domain)
         allowed = (ids == d) if restrict is None else (ids == d) & restrict
+        mark = keep_trial.mark()
         placements, _ = place_in(state, g, pods, allowed, keep_trial, False)
         best_attempt.placements = placements
-        best_attempt.claims = keep_trial.ledger.new_allocations()
+        best_attempt.claims = keep_trial.ledger.new_allocations()[mark[1]:]
     return best_attempt

@@ -144,7 +144,7 @@ class _Order:
                 out.append(gid)
                 self.groups[gid] = self.parts[gid] = self.snaps[gid] = None
             g = running.get(key)
-            if g is not None:
+            if g is not None and g.spec.parent is None:  # trees are not victims (yet): composite.md
                 fresh.append(g)
         self.live[out] = False
         keep = self.live[self.gid]

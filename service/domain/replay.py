@@ -81,7 +81,7 @@ class _PodGroup(msgspec.Struct):
 
 
 class _Spec(msgspec.Struct):
-    podGroups: list[_PodGroup]
+    podGroups: list[_PodGroup]  # required: a tree (compositePodGroups only) fails to decode, left to evolve
     resourceClaims: list[Any] | None = None
     resourceClaimTemplates: list[Any] | None = None
 
@@ -259,6 +259,8 @@ class Replay:
         body = data["spec"]
         if body.get("resourceClaims") or body.get("resourceClaimTemplates"):
             return False  # device claims: evolve keeps the device state
+        if "compositePodGroups" in body:
+            return False  # a tree: evolve keeps its CPGs
         columns = self.state.nodes.resources.keys()
         priority = int(data["priority"])
         groups: list[_Group] = []

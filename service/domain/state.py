@@ -16,9 +16,9 @@ from service.domain.dra import DeviceState
 from service.domain.model import PriorityClass
 from service.domain.nodes import NodeTable
 from service.domain.queue import QueueIndex
-from service.domain.workload import Group, QueueKey, Workload
+from service.domain.workload import Composite, Group, QueueKey, Workload, root_pending
 
-__all__ = ["JOURNAL_MAX", "ClusterState", "Group", "QueueKey", "Workload"]
+__all__ = ["JOURNAL_MAX", "ClusterState", "Composite", "Group", "QueueKey", "Workload"]
 
 JOURNAL_MAX = 4096  # moves kept in ClusterState.moves; beyond, the older half is dropped
 
@@ -161,7 +161,12 @@ class ClusterState:
         self.release_pods(g, [pod])
 
     def sync_queue(self, g: Group) -> None:
-        """Keep the queue holding exactly the live groups with unplaced pods."""
+        """Keep the queue holding exactly the live groups with unplaced pods (and the roots of
+        trees that are unsatisfied or lack pods: composite.md *The queue*)."""
+        if g.spec.parent is not None:
+            wl = g.workload
+            self.sync_root(wl.composites[wl.spec.roots[wl.spec.cpgs[g.spec.parent].root]])
+            return
         pending = g.pending and g.workload.deleted_at is None
         if pending:
             self.queue[g.key] = g
@@ -169,6 +174,16 @@ class ClusterState:
             self.queue.pop(g.key, None)
         self.index.update(g, pending)
 
+    def sync_root(self, root: Composite) -> None:
+        wl = root.workload
+        pending = wl.deleted_at is None and root_pending(wl, root.spec.index)
+        if pending:
+            self.queue[root.key] = root
+        else:
+            self.queue.pop(root.key, None)
+        self.index.update(root, pending)  # type: ignore[arg-type]  # a solo bucket, as a Group's
+
     def pod_ref(self, key: tuple[int, int, int]) -> tuple[Group, int]:
         wl_pos, gi, pod = key
         return self.by_position[wl_pos].groups[gi], pod
+

@@ -5,7 +5,8 @@ from typing import Any
 
 from service.domain import dra
 from service.domain.quantity import format_quantity
-from service.domain.state import ClusterState, Group, Workload
+from service.domain.state import ClusterState
+from service.domain.workload import Composite, Group, Workload, cpg_satisfied, satisfied_children
 
 
 def node_view(state: ClusterState, name: str) -> dict[str, Any] | None:
@@ -50,6 +51,7 @@ def group_view(state: ClusterState, g: Group) -> dict[str, Any]:
     names = state.nodes.names
     return {
         "name": g.spec.name,
+        "parent": None if g.spec.parent is None else g.workload.spec.cpgs[g.spec.parent].name,
         "phase": "Scheduled" if g.scheduled else "Pending",
         "minCount": g.spec.min_count,
         "placedPods": g.placed,
@@ -65,7 +67,24 @@ def group_view(state: ClusterState, g: Group) -> dict[str, Any]:
 def workload_phase(wl: Workload) -> str:
     if wl.deleted_at is not None:
         return "Finished"
+    if wl.spec.cpgs:  # a tree: when all its roots are (composite.md *Satisfied*)
+        return "Scheduled" if all(cpg_satisfied(wl, ci) for ci in wl.spec.roots) else "Pending"
     return "Scheduled" if all(g.scheduled for g in wl.groups) else "Pending"
+
+
+def composite_view(wl: Workload, c: Composite) -> dict[str, Any]:
+    spec = wl.spec.cpgs
+    cs = c.spec
+    satisfied = cpg_satisfied(wl, cs.index)
+    return {
+        "name": cs.name, "parent": None if cs.parent is None else spec[cs.parent].name,
+        "phase": "Scheduled" if satisfied else "Pending", "minGroupCount": cs.min_group_count,
+        "satisfiedChildren": satisfied_children(wl, cs.index),
+        "children": [wl.spec.groups[gi].name for gi in cs.child_groups] + [spec[cj].name for cj in cs.child_cpgs],
+        "domain": None if cs.topology_key is None or c.domain is None else {"key": cs.topology_key, "value": c.domain},
+        "explanation": c.explanation if not satisfied and wl.deleted_at is None else None,
+        "conditions": sorted(c.conditions.values(), key=lambda x: (x["position"], x["type"])),
+    }
 
 
 def workload_view(state: ClusterState, wl: Workload) -> dict[str, Any]:
@@ -74,7 +93,8 @@ def workload_view(state: ClusterState, wl: Workload) -> dict[str, Any]:
         "priority": wl.spec.priority, "preemptionPolicy": wl.spec.preemption_policy,
         "position": wl.position, "spec": wl.body,
         "status": {"phase": workload_phase(wl), "deletedAt": wl.deleted_at,
-                   "podGroups": [group_view(state, g) for g in wl.groups]},
+                   "podGroups": [group_view(state, g) for g in wl.groups],
+                   "compositePodGroups": [composite_view(wl, c) for c in wl.composites]},
     }
 
 
@@ -95,7 +115,9 @@ def canonical(state: ClusterState) -> dict[str, Any]:
         "workloads": [
             {**workload_view(state, wl), "events": list(wl.events),
              "internal": [{"placedAt": g.placed_at, "needsExplanation": g.needs_explanation,
-                           "everScheduled": g.ever_scheduled} for g in wl.groups]}
+                           "everScheduled": g.ever_scheduled} for g in wl.groups],
+             "internalComposites": [{"needsExplanation": c.needs_explanation, "everScheduled": c.ever_scheduled}
+                                    for c in wl.composites]}
             for wl in sorted(state.workloads.values(), key=lambda w: w.position)],
         "queue": [list(k) for k in state.queue.keys()],
         "running": [list(k) for k in state.running.keys()],

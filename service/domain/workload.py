@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.domain.model import GroupSpec, WorkloadSpec, workload_from_submission
+from service.domain.tree import CpgSpec
 
 QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
 
@@ -66,6 +67,7 @@ class Workload:
     body: dict[str, Any]  # as submitted
     position: int  # of its WorkloadSubmitted event
     groups: list[Group] = field(default_factory=list)
+    composites: list[Composite] = field(default_factory=list)  # its CPGs, pre-order (composite.md)
     deleted_at: int | None = None
     # positions of events about it (history); an array once finished (compact)
     events: list[int] | array[int] = field(default_factory=list)
@@ -84,12 +86,16 @@ class Workload:
         self.__dict__["_finished"] = (self.body, extras, self.spec.namespace, self.spec.name,
                                       self.spec.priority, self.spec.preemption_policy)
         self.events = array("q", self.events)
+        if self.composites:
+            self.__dict__["_cpg_extras"] = [{"conditions": c.conditions, "explanation": c.explanation}
+                                            for c in self.composites]
+        self.__dict__.pop("composites", None)
         for name in ("spec", "groups", "body"):
             self.__dict__.pop(name, None)
 
     def __getattr__(self, name: str) -> Any:
         finished = self.__dict__.get("_finished")
-        if finished is None or name not in ("spec", "groups", "body"):
+        if finished is None or name not in ("spec", "groups", "body", "composites"):
             raise AttributeError(name)
         body, extras, namespace, wl_name, priority, policy = finished
         if isinstance(body, str):  # restored from a snapshot, or replayed (replay.py)
@@ -107,6 +113,10 @@ class Workload:
                       ever_scheduled=extra["everScheduled"])
             groups.append(g)
         self.__dict__["groups"] = groups
+        cpg_extras = self.__dict__.get("_cpg_extras") or [{}] * len(spec.cpgs)
+        self.__dict__["composites"] = [
+            Composite(workload=self, spec=cs, explanation=extra.get("explanation"),
+                      conditions=extra.get("conditions") or {}) for cs, extra in zip(spec.cpgs, cpg_extras)]
         return self.__dict__[name]
 
     def __getstate__(self) -> dict[str, Any]:
@@ -118,10 +128,71 @@ class Workload:
                 body = json.dumps(body, separators=(",", ":"))
             if not isinstance(extras, str):
                 extras = json.dumps(extras, separators=(",", ":"))
-            out = {k: v for k, v in self.__dict__.items() if k not in ("spec", "groups", "body")}
+            out = {k: v for k, v in self.__dict__.items() if k not in ("spec", "groups", "body", "composites")}
             out["_finished"] = (body, extras, *finished[2:])
             return out
         return self.__dict__
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+@dataclass(eq=False)
+class Composite:
+    """A composite pod group's state (composite.md); a root is the queue entry of its tree."""
+    workload: Workload
+    spec: CpgSpec
+    domain: str | None = None  # pinned while satisfied (topology)
+    explanation: dict[str, Any] | None = None
+    needs_explanation: bool = True  # a root: no failed try recorded since it became pending
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ever_scheduled: bool = False
+    class_key: tuple[Any, ...] | None = None  # no class: every tree is its own queue bucket (queue.py)
+    placed: int = 0  # unused by trees; queue.bucket_key reads it
+    memo: tuple[int, int, int] | None = None  # a root: what the cluster looked like at its last failed try
+
+    @property
+    def key(self) -> QueueKey:
+        return (-self.workload.spec.priority, self.workload.position, self.spec.root)
+
+    @property
+    def ref(self) -> dict[str, str]:
+        return {"namespace": self.workload.spec.namespace, "workload": self.workload.spec.name,
+                "compositePodGroup": self.spec.name}
+
+    @property
+    def pending(self) -> bool:
+        """A root: unsatisfied, or some pod of its tree not placed (then it is in the queue)."""
+        return root_pending(self.workload, self.spec.index)
+
+
+# -- trees: satisfied predicates (composite.md *Satisfied*) ---------------------------------------
+def cpg_satisfied(wl: Workload, ci: int) -> bool:
+    return satisfied_children(wl, ci) >= wl.spec.cpgs[ci].min_group_count
+
+
+def satisfied_children(wl: Workload, ci: int) -> int:
+    spec = wl.spec.cpgs[ci]
+    return sum(1 for gi in spec.child_groups if wl.groups[gi].scheduled) + \
+        sum(1 for cj in spec.child_cpgs if cpg_satisfied(wl, cj))
+
+
+def subtree_groups(wl: Workload, ci: int) -> list[int]:
+    """The pod groups under a CPG, in pre-order (their indices are consecutive)."""
+    spec = wl.spec.cpgs[ci]
+    out = list(spec.child_groups)
+    for cj in spec.child_cpgs:
+        out += subtree_groups(wl, cj)
+    return out
+
+
+def subtree_cpgs(wl: Workload, ci: int) -> list[int]:
+    out = [ci]
+    for cj in wl.spec.cpgs[ci].child_cpgs:
+        out += subtree_cpgs(wl, cj)
+    return out
+
+
+def root_pending(wl: Workload, ci: int) -> bool:
+    """Unsatisfied, or some pod of its subtree not placed."""
+    return not cpg_satisfied(wl, ci) or any(wl.groups[gi].pending for gi in subtree_groups(wl, ci))

@@ -1,7 +1,7 @@
 """The workload body (model.md, *Workloads and pod groups*)."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
@@ -10,6 +10,9 @@ from service.schemas.devices import ResourceClaimSpec
 from service.schemas.errors import duplicate_names as _duplicates
 from service.schemas.errors import raise_errors
 from service.schemas.names import DNSLabel, DNSSubdomain, LabelMap, QualifiedName
+
+if TYPE_CHECKING:
+    from service.schemas.composite import CompositePodGroup
 
 MAX_POD_GROUPS = 8
 MAX_PODS_PER_WORKLOAD = 10_000
@@ -98,13 +101,19 @@ class PodGroup(StrictModel):
 
 class Workload(StrictModel):
     """A workload: `POST /v1/clusters/{cluster}/namespaces/{namespace}/workloads`."""
+    model_config = {**StrictModel.model_config,
+                    "json_schema_extra": {"oneOf": [{"required": ["podGroups"]}, {"required": ["compositePodGroups"]}]}}
     name: DNSLabel
     namespace: DNSLabel = Field(None, description="Optional; when given, it must equal the namespace in the path.")
     priority: StrictInt = Field(None, ge=PRIORITY_MIN, le=PRIORITY_MAX,  # type: ignore[assignment]  # may be absent, never null: see StrictModel
                                 description="Either this or priorityClassName; neither means 0.")
     priority_class_name: DNSSubdomain = None
     preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
-    pod_groups: list[PodGroup] = Field(min_length=1, max_length=MAX_POD_GROUPS)
+    pod_groups: list[PodGroup] = Field(None, min_length=1, max_length=MAX_POD_GROUPS,  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
+                                       description="Flat pod groups; or compositePodGroups, never both.")
+    composite_pod_groups: list[CompositePodGroup] = Field(
+        None, min_length=1, max_length=MAX_POD_GROUPS,  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
+        description="A tree of composite pod groups (composite.md); or podGroups, never both.")
     resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
     resource_claim_templates: list[ResourceClaimTemplate] = Field(default_factory=list, max_length=MAX_TEMPLATES)
 
@@ -113,14 +122,22 @@ class Workload(StrictModel):
         errors: Errors = []
         if self.priority is not None and self.priority_class_name is not None:
             errors.append((("priorityClassName",), "must not be set together with priority"))
-        _duplicates(errors, ("podGroups",), [g.name for g in self.pod_groups])
+        if self.pod_groups is None and self.composite_pod_groups is None:
+            errors.append((("podGroups",), "Field required (or compositePodGroups: a tree)"))
+        elif self.pod_groups is not None and self.composite_pod_groups is not None:
+            errors.append((("compositePodGroups",), "must not be set together with podGroups"))
+        if self.pod_groups is not None:
+            _duplicates(errors, ("podGroups",), [g.name for g in self.pod_groups])
+        if self.composite_pod_groups is not None:
+            errors += composite.tree_errors(self.composite_pod_groups)
+        groups = composite.pod_group_locs(self.pod_groups, self.composite_pod_groups)
         _duplicates(errors, ("resourceClaims",), [c.name for c in self.resource_claims])
         _duplicates(errors, ("resourceClaimTemplates",), [t.name for t in self.resource_claim_templates])
-        names = {r for group in self.pod_groups for entry in group.pods for r in entry.requests}
+        names = {r for _, group in groups for entry in group.pods for r in entry.requests}
         if len(names) > MAX_RESOURCES:
-            errors.append((("podGroups",), f"the pods request at most {MAX_RESOURCES} distinct resources "
-                                           f"(these request {len(names)})"))
-        total = sum(group.pod_count for group in self.pod_groups)
+            errors.append(((groups[0][0][0],) if groups else (), f"the pods request at most {MAX_RESOURCES} "
+                                                               f"distinct resources (these request {len(names)})"))
+        total = sum(group.pod_count for group in self.pod_groups or ())
         if total > MAX_PODS_PER_WORKLOAD:
             errors.append((("podGroups",), f"a workload has at most {MAX_PODS_PER_WORKLOAD} pods (this one has {total})"))
         templates = {t.name for t in self.resource_claim_templates}
@@ -132,9 +149,13 @@ class Workload(StrictModel):
                                    f"no resourceClaimTemplates entry named {claim.resource_claim_template_name!r}"))
 
         check_claims(("resourceClaims",), self.resource_claims)
-        for g, group in enumerate(self.pod_groups):
-            check_claims(("podGroups", g, "resourceClaims"), group.resource_claims)
+        for loc, group in groups:
+            check_claims((*loc, "resourceClaims"), group.resource_claims)
             for p, entry in enumerate(group.pods):
-                check_claims(("podGroups", g, "pods", p, "resourceClaims"), entry.resource_claims)
+                check_claims((*loc, "pods", p, "resourceClaims"), entry.resource_claims)
         raise_errors("Workload", errors)
         return self
+
+
+# the tree's models (composite.py) build on PodGroup above; importing them here completes Workload
+from service.schemas import composite  # noqa: E402

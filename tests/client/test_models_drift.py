@@ -27,6 +27,8 @@ OPENAPI = json.loads((CONTRACTS / "openapi.json").read_text())
 # yet. When a contract gains one, it is compared like any other field (this set only excuses absence).
 AHEAD = {
     "Workload.compositePodGroups": "composite pod groups (composite.md)",
+    "Workload.compositePodGroups[].podGroups[].pods[].tolerations": "tolerations (model.md, Node affinity and tolerations)",
+    "Workload.compositePodGroups[].podGroups[].pods[].affinity": "node affinity (model.md, Node affinity and tolerations)",
     "Workload.podGroups[].count": "count on pod groups inside a composite pod group (composite.md)",
     "Workload.podGroups[].pods[].tolerations": "tolerations (model.md, Node affinity and tolerations)",
     "Workload.podGroups[].pods[].affinity": "node affinity (model.md, Node affinity and tolerations)",

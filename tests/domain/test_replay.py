@@ -20,7 +20,7 @@ from service.domain import events as ev
 from service.domain.replay import Replay, ReplayError, replay
 from service.domain.views import canonical, workload_view
 from service.store.base import canonical_json
-from tests.domain import strategies, test_devices, test_properties
+from tests.domain import strategies, test_composite, test_devices, test_properties
 from tests.domain.sim import Sim, gang, pods
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -36,7 +36,7 @@ def internals(state: ClusterState) -> dict[str, Any]:
         if f is not None:
             body = json.loads(f[0]) if isinstance(f[0], str) else f[0]
             extras = json.loads(f[1]) if isinstance(f[1], str) else f[1]
-            kept = sorted(k for k in wl.__dict__ if k not in ("spec", "groups", "body"))  # those are read caches
+            kept = sorted(k for k in wl.__dict__ if k not in ("spec", "groups", "body", "composites"))  # read caches
             finished[wl.position] = (kept, body, extras, *f[2:], wl.deleted_at, list(wl.events))
     return {
         "canonical": canonical(state),
@@ -134,6 +134,16 @@ def sims_checked(data: st.DataObject) -> Iterator[None]:
 def test_fast_replay_equals_fold_with_dra_scenarios(steps, data):
     with sims_checked(data):
         test_devices.test_property_no_device_in_two_live_claims_and_replay_equals_live.hypothesis.inner_test(steps)
+
+
+@SETTINGS
+@given(test_composite.clusters(), st.lists(test_composite.trees(), min_size=1, max_size=3),
+       st.lists(st.tuples(st.sampled_from(["remove", "add", "delete"]), st.integers(0, 7)), max_size=6), st.data())
+def test_fast_replay_equals_fold_with_trees(nodes, roots, steps, data):
+    """Trees (composite.md) are left to evolve by the fast path, transient ones too."""
+    with sims_checked(data):
+        test_composite.test_random_streams_keep_the_invariants_and_replay_equals_live.hypothesis.inner_test(
+            nodes, roots, steps)
 
 
 def test_streams_here_exercise_the_fast_path_and_its_exits():

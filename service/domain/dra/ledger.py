@@ -69,6 +69,10 @@ class Ledger:
     def rollback(self) -> None:
         self._undo(0)
 
+    def rollback_to(self, mark: int) -> None:
+        """Undo the allocations after the first `mark` (Trial.rollback_to)."""
+        self._undo(mark)
+
     def viable(self, g: Group, pod: int, rows: np.ndarray) -> np.ndarray:
         """A cheap necessary condition, per row, for `try_pod` to succeed: enough free matching
         devices for every claim still to allocate, and reach of the shared claims allocated."""

@@ -1,0 +1,129 @@
+"""Benchmark of composite pod groups in the pure decider (issue 15, item 8).
+
+5,000 nodes in 10 blocks x 10 racks x 50 nodes (cpu 64, example.com/gpu 8, pods 110). A
+stream of LeaderWorkerSet-like trees (a root on `block` holding 2-8 replicas, each a CPG on
+`rack` of a 1-pod leader and a gang of 4-16 workers) mixed with flat gangs (4-32 GPU pods,
+some on `rack`), at priorities 0/50/100, is submitted; once the cluster is near 90% of its
+GPUs, the oldest workloads are deleted to stay there. Reports trees decided/s, pods/s, and
+p50/p99 per tree input and per flat input (accept + handle, as bench/decider.py).
+Trees do not preempt yet (docs/composite.md); flat gangs do, and never take pods of trees.
+
+    python bench/composite.py [--inputs 3000] [--tree-share 0.5] [--seed 7]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
+from service.gcpause import configure_for_serving  # noqa: E402
+
+BLOCKS, RACKS, PER_RACK = 10, 10, 50
+GPU = "example.com/gpu"
+WORKER = {"cpu": "8", GPU: "1"}
+LEADER = {"cpu": "4"}
+
+
+class Driver:
+    def __init__(self) -> None:
+        self.state = ClusterState("bench")
+        self.gpus_used = 0
+
+    def run(self, kind: str, name: str, namespace: str | None, body: dict | None) -> tuple[float, list[Event]]:
+        t0 = time.perf_counter()
+        accepted = accept(self.state, kind, name, namespace, body)
+        if isinstance(accepted, Rejection):
+            raise RuntimeError(accepted)
+        etype, data = accepted
+        decisions = handle(self.state, Event(self.state.position + 1, etype, data))
+        return time.perf_counter() - t0, decisions
+
+
+def tree(rng: random.Random, name: str, priority: int) -> tuple[dict, int]:
+    replicas = rng.randint(2, 8)
+    workers = rng.randint(4, 16)
+    body = {"name": name, "priority": priority, "compositePodGroups": [{
+        "name": "lws", "topology": {"key": "block"},
+        "schedulingPolicy": {"gang": {"minGroupCount": replicas}},
+        "compositePodGroups": [{
+            "name": "replica", "count": replicas, "topology": {"key": "rack"},
+            "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+            "podGroups": [
+                {"name": "leader", "schedulingPolicy": {"gang": {"minCount": 1}},
+                 "pods": [{"name": "leader", "requests": LEADER}]},
+                {"name": "workers", "schedulingPolicy": {"gang": {"minCount": workers}},
+                 "pods": [{"name": "worker", "count": workers, "requests": WORKER}]}]}]}]}
+    return body, replicas * (workers + 1)
+
+
+def flat(rng: random.Random, name: str, priority: int) -> tuple[dict, int]:
+    n = rng.choice([4, 8, 16, 32])
+    group: dict = {"name": "g", "schedulingPolicy": {"gang": {"minCount": n}},
+                   "pods": [{"name": "w", "count": n, "requests": WORKER}]}
+    if rng.random() < 0.3:
+        group["topology"] = {"key": "rack"}
+    return {"name": name, "priority": priority, "podGroups": [group]}, n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inputs", type=int, default=3000)
+    ap.add_argument("--tree-share", type=float, default=0.5)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args()
+    configure_for_serving()
+    rng = random.Random(args.seed)
+    d = Driver()
+    for b in range(BLOCKS):
+        for r in range(RACKS):
+            for i in range(PER_RACK):
+                d.run("UpsertNode", f"n-{b}-{r}-{i:02d}", None, {
+                    "labels": {"block": f"b{b}", "rack": f"b{b}-r{r}"},
+                    "allocatable": {"cpu": "64", GPU: "8", "pods": "110"}})
+    total_gpus = BLOCKS * RACKS * PER_RACK * 8
+    live: list[tuple[str, int]] = []
+    times = {"tree": [], "flat": [], "delete": []}
+    pods = 0
+    trees_decided = 0
+    t_start = time.perf_counter()
+    for i in range(args.inputs):
+        used = sum(g.placed for wl in d.state.workloads.values() if wl.deleted_at is None for g in wl.groups)
+        if used > 0.9 * total_gpus and live:
+            name, _ = live.pop(0)
+            dt, _ = d.run("DeleteWorkload", name, "bench", None)
+            times["delete"].append(dt)
+            continue
+        kind = "tree" if rng.random() < args.tree_share else "flat"
+        body, n = (tree if kind == "tree" else flat)(rng, f"w{i}", rng.choice([0, 50, 100]))
+        dt, decisions = d.run("SubmitWorkload", body["name"], "bench", body)
+        times[kind].append(dt)
+        trees_decided += kind == "tree"
+        pods += sum(len(e.data.get("pods") or ()) for e in decisions) + \
+            sum(len(g["pods"]) for e in decisions for g in e.data.get("groups") or ())
+        live.append((body["name"], n))
+    elapsed = time.perf_counter() - t_start
+
+    def pct(xs: list[float], q: float) -> float:
+        xs = sorted(xs)
+        return round(1000 * xs[min(len(xs) - 1, int(q * len(xs)))], 2) if xs else 0.0
+
+    print(json.dumps({
+        "nodes": BLOCKS * RACKS * PER_RACK, "inputs": args.inputs, "seconds": round(elapsed, 2),
+        "trees_decided_per_s": round(trees_decided / sum(times["tree"]), 1) if times["tree"] else 0,
+        "pods_placed_per_s": round(pods / elapsed, 1),
+        "tree_ms": {"p50": pct(times["tree"], 0.5), "p99": pct(times["tree"], 0.99), "n": len(times["tree"])},
+        "flat_ms": {"p50": pct(times["flat"], 0.5), "p99": pct(times["flat"], 0.99), "n": len(times["flat"])},
+        "delete_ms": {"p50": pct(times["delete"], 0.5), "p99": pct(times["delete"], 0.99), "n": len(times["delete"])},
+        "gpu_fill": round(sum(g.placed for wl in d.state.workloads.values() if wl.deleted_at is None
+                              for g in wl.groups) / total_gpus, 3),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
