@@ -390,8 +390,8 @@ def _scheduled(when: str, t: str, d: dict[str, Any], cause: str | None) -> list[
     if pre:
         for v in pre["victims"]:
             lines.append(f"    preempted {v['namespace']}/{v['workload']} group {v['podGroup']} "
-                         f"(priority {v['priority']}): {_n(len(v['pods']), 'pod')}, "
-                         f"{'whole group' if v['wholeGroup'] else 'single pods'} — {v['why']}.")
+                         f"(priority {v['priority']}): {_n(len(v['pods']), 'pod')}"
+                         f"{', the whole group' if v['wholeGroup'] else ''} — {v['why']}.")
         for r in pre["reprieved"]:
             lines.append(f"    spared {r['namespace']}/{r['workload']} group {r['podGroup']} "
                          f"(priority {r['priority']}): {r['why']}.")

@@ -272,7 +272,8 @@ def _explain_failure(state: ClusterState, g: Group, result: pl.Attempt, preempti
     if not g.needs_explanation:
         return  # later failed tries record nothing
     explanation = pl.explanation(result.failure, result.placeable, g.spec.min_count,
-                                 len(state.nodes.live_indices()))
+                                 len(state.nodes.live_indices()),
+                                 (g.placed + result.placeable, g.total) if g.spec.gang else None)
     explanation["preemption"] = preemption
     emit(ev.POD_GROUP_UNSCHEDULABLE, {**g.ref, "explanation": explanation})
 
@@ -296,7 +297,8 @@ def _placement_data(state: ClusterState, g: Group, result: pl.Attempt,
     if placed_after < g.total:
         failure = result.failure if result.failure is not None or rest is None else rest.failure
         data["explanation"] = pl.explanation(failure, result.placeable, g.spec.min_count,
-                                             len(state.nodes.live_indices()))
+                                             len(state.nodes.live_indices()),
+                                             (placed_after, g.total) if g.spec.gang else None)
     return data
 
 

@@ -141,9 +141,11 @@ def static_mask(nodes: NodeTable, shape: PodShape) -> np.ndarray:
     return out
 
 
-def explain(pod: Pod) -> tuple[dict[str, int], dict[str, np.ndarray]]:
-    """Walk the rows over the live nodes: (nodes per reason, the rows each filter saw, by name)."""
-    rows = pod.nodes.live_indices()
+def explain(pod: Pod, rows: np.ndarray | None = None) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+    """Walk the rows over the live nodes (or these rows of them): (nodes per reason, the rows each
+    filter saw, by name). A node's reason is its own, so counts over disjoint rows add up."""
+    if rows is None:
+        rows = pod.nodes.live_indices()
     counts: dict[str, int] = {}
     seen: dict[str, np.ndarray] = {}
     for f in FILTERS:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import dra, filters
-from service.domain.filters import TOPOLOGY
+from service.domain import dra, explain_topology, filters
+from service.domain.explain_topology import add_counts
 from service.domain.state import ClusterState, Group
 
 _EPS = 1e-9
@@ -321,20 +321,32 @@ def explain_pod(state: ClusterState, g: Group, pod: int, allowed: np.ndarray | N
     needs = dra.pod_needs_devices(g, pod)
     check = filters.Pod(state.nodes, g.workload.spec.shapes[shape], state.shape_vector(g.workload, shape),
                         allowed, needs)
-    counts, seen = filters.explain(check)
+    live = state.nodes.live_indices()
+    if allowed is None:
+        counts, seen = filters.explain(check, live)
+        inside = counts
+    else:
+        # the nodes `allowed` admits apart (counts over disjoint rows add up): when every topology
+        # domain fails, each domain's own nodes are counted from its own try (explain_topology)
+        inside, seen = filters.explain(check, live[allowed[live]])
+        counts = add_counts(dict(inside), filters.explain(check, live[~allowed[live]])[0])
     short = seen[filters.DEVICES_ROW.name]
     detail = dra.explain_pod(trial.ledger, g, pod, short) if needs and len(short) else None
-    return {"nodes": int(len(seen[filters.FILTERS[0].name])), "counts": counts, "devices": detail}
+    return {"nodes": int(len(live)), "counts": counts, "devices": detail, "pod": pod, "inside": inside}
 
 
 def explanation(failure: dict[str, Any] | None, placeable: int, min_count: int,
-                total_nodes: int) -> dict[str, Any]:
-    """The recorded explanation: Kubernetes' message plus structured reasons."""
+                total_nodes: int, gang: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The recorded explanation: Kubernetes' message plus structured reasons. For a gang, `gang` is
+    (pods placed or placeable, pods of the group): the message then ends with the count against
+    minCount, as Kueue and Volcano users read it (docs/design.md)."""
     counts = failure["counts"] if failure else {}
     nodes = failure["nodes"] if failure else total_nodes
     items = sorted(f"{v} {k}" for k, v in counts.items())
     message = f"0/{nodes} nodes are available"
     message += (": " + ", ".join(items) + ".") if items else "."
+    if gang is not None:
+        message += f" {gang[0]}/{gang[1]} pods of the gang fit, minCount {min_count}."
     reasons = sorted(({"reason": k, "nodes": v} for k, v in counts.items()),
                      key=lambda r: f"{r['nodes']} {r['reason']}")
     out: dict[str, Any] = {"message": message, "reasons": reasons, "placeablePods": placeable,
@@ -604,16 +616,17 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
     if fast is not None:
         chosen_d, k = fast
         if chosen_d is None:
-            # nothing feasible: explain from the domain that could hold the most
-            widest = _argmax_first(k, candidates)
+            widest = _argmax_first(k, candidates)  # the domain that could hold the most
             if not explain:
                 return Attempt(need=need, placeable=int(k[widest]))
-            candidates = [widest]
+            return Attempt(need=need, placeable=int(k[widest]), domain=values[widest],
+                           failure=explain_topology.uniform_failure(state, g, pods[0], ids, candidates, restrict))
         else:
             candidates = [chosen_d]
     best: tuple[Fraction, int] | None = None
     best_attempt: Attempt | None = None
     fallback: Attempt | None = None  # the domain that placed most, for the explanation
+    tried: list[tuple[np.ndarray, dict[str, Any]]] = []  # (allowed, failure) of each failed domain
     for d in candidates:
         in_domain = ids == d
         allowed = in_domain if restrict is None else in_domain & restrict
@@ -630,15 +643,17 @@ def attempt(state: ClusterState, g: Group, pods: list[int], need: int, *,
                 best, best_attempt = (score, d), res
         else:
             trial.rollback()
+            if failure is not None:
+                tried.append((allowed, failure))
             if fallback is None or res.placeable > fallback.placeable:
                 fallback = res
     if best_attempt is None:
         result = fallback or Attempt(need=need)
         result.placeable = result.placeable if fallback else 0
-        if explain and result.failure is None:
-            # no domain at all (no node carries the key)
-            result.failure = {"nodes": int(len(state.nodes.live_indices())),
-                              "counts": {TOPOLOGY: int(len(state.nodes.live_indices()))}, "devices": None}
+        if explain:
+            first = result.failure
+            result.failure = explain_topology.every_domain_failed(state, g, first["pod"] if first else pods[0],
+                                                                  tried, first)
         result.placements = []
         return result
     if keep_trial is not None:

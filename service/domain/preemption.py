@@ -636,11 +636,26 @@ def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
     out = []
     for g in sorted(order, key=lambda x: x.key):
         _, pods, whole = by_group[id(g)]
-        why = "whole group (disruptionMode All or no pods above minCount)" if whole else "single pods"
-        if not whole and g.spec.gang and len(pods) > g.placed - g.spec.min_count:
+        escalated = not whole and g.spec.gang and len(pods) > g.placed - g.spec.min_count
+        if escalated:
             pods = [i for i, n in enumerate(g.node_of) if n >= 0]
-            whole = True
-            why = "the gang would have dropped below minCount, so the whole group goes"
         pods = sorted(set(pods))
-        out.append((g, pods, whole or len(pods) == g.placed, why))
+        out.append((g, pods, whole or escalated or len(pods) == g.placed, victim_why(g, pods, whole, escalated)))
     return out
+
+
+def victim_why(g: Group, pods: list[int], whole_unit: bool, escalated: bool) -> str:
+    """Why these pods of `g` are victims: the kind of victim unit, and why it is that kind
+    (model.md *Preemption* step 1). Whether the whole group went is `wholeGroup`, not this."""
+    spec = g.spec
+    if whole_unit:
+        if spec.disruption_all:
+            return "whole group: its disruptionMode is All"
+        return f"whole group: a gang with no pods placed above minCount {spec.min_count}"
+    if escalated:
+        return f"whole group: as single pods the gang would have dropped below minCount {spec.min_count}"
+    if spec.gang:
+        kind = f"single pods: the gang's pods above minCount {spec.min_count} go one by one"
+    else:
+        kind = "single pods: a basic group's pods go one by one"
+    return kind + ("; these were all its placed pods" if len(pods) == g.placed else "")

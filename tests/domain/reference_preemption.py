@@ -11,11 +11,11 @@ import numpy as np
 
 from service.domain import dra
 from service.domain import placement as pl
-from service.domain.preemption import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit
+from service.domain.preemption import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit, victim_why
 from service.domain.state import ClusterState, Group
 
 # the types and reasons are the service's own: only the algorithm is the reference's
-__all__ = ["NOT_ALLOWED", "NO_VICTIMS", "WOULD_NOT_HELP", "Plan", "Refusal", "Unit", "candidate_units", "plan"]
+__all__ = ["NOT_ALLOWED", "NO_VICTIMS", "WOULD_NOT_HELP", "Plan", "Refusal", "Unit", "candidate_units", "plan", "victim_why"]
 
 
 def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
@@ -156,11 +156,9 @@ def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
     out = []
     for g in sorted(order, key=lambda x: x.key):
         _, pods, whole = by_group[id(g)]
-        why = "whole group (disruptionMode All or no pods above minCount)" if whole else "single pods"
-        if not whole and g.spec.gang and len(pods) > g.placed - g.spec.min_count:
+        escalated = not whole and g.spec.gang and len(pods) > g.placed - g.spec.min_count
+        if escalated:
             pods = [i for i, n in enumerate(g.node_of) if n >= 0]
-            whole = True
-            why = "the gang would have dropped below minCount, so the whole group goes"
         pods = sorted(set(pods))
-        out.append((g, pods, whole or len(pods) == g.placed, why))
+        out.append((g, pods, whole or escalated or len(pods) == g.placed, victim_why(g, pods, whole, escalated)))
     return out

@@ -23,7 +23,8 @@ def test_surplus_pods_placed_and_leftovers_later_one_by_one():
     data = s.last[0].data
     assert s.last[0].type == ev.POD_GROUP_SCHEDULED and len(data["pods"]) == 3
     assert data["explanation"]["placeablePods"] == 3
-    assert data["explanation"]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert data["explanation"]["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+                                              "3/4 pods of the gang fit, minCount 2.")
     assert s.group("train")["phase"] == "Scheduled" and s.group("train")["explanation"] is not None
     s.node("n2", cpu="1")
     assert s.types() == [ev.PODS_SCHEDULED]
