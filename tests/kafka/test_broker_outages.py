@@ -89,11 +89,11 @@ def messages_for(clusters: list[str], workloads: int) -> list[dict]:
 
 
 async def kafka_ready(service) -> bool:  # noqa: ANN001
-    return (await service.readiness())[1].get("kafka") is True
+    return (await service.queries.readiness())[1].get("kafka") is True
 
 
 async def kafka_not_ready(service) -> bool:  # noqa: ANN001
-    return (await service.readiness())[1].get("kafka") is False
+    return (await service.queries.readiness())[1].get("kafka") is False
 
 
 async def test_broker_restart_mid_stream_resumes_with_nothing_lost_or_doubled(broker: Broker, db_url: str) -> None:
@@ -160,7 +160,7 @@ async def test_a_broker_without_init_producer_id_is_reported_once_and_commands_s
                 await wait_for(lambda: _applied(store, ["solo"], len(messages)), timeout=30,
                                what="commands applied while the relay cannot produce")
                 await asyncio.sleep(2)
-                assert (await service.readiness())[1]["kafka"] is False  # nothing is published
+                assert (await service.queries.readiness())[1]["kafka"] is False  # nothing is published
                 assert await store.outbox_batch(1)  # the events wait for a relay
         refused = [e for e in logs if e["event"] == "kafka.idempotence_refused"]
         assert len(refused) == 1, [e["event"] for e in logs]
