@@ -17,6 +17,10 @@ def _flag(name: str, default: bool) -> bool:
     return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _optional_int(value: str | None) -> int | None:
+    return int(value) if value is not None and value.strip() else None
+
+
 @dataclass
 class Settings:
     database_url: str
@@ -30,7 +34,10 @@ class Settings:
     decisions_topic: str = "gangplank.decisions"
     consumer_group: str = "gangplank"
     kafka_idempotence: bool = True  # Apache Kafka; brokers without InitProducerId (Tansu) need False
-    kafka_partitions: int = 6  # when the service creates the topics
+    # when the service creates the topics; None: the broker's default (num.partitions,
+    # default.replication.factor)
+    kafka_partitions: int | None = None
+    kafka_replication_factor: int | None = None
     kafka_session_timeout_ms: int = 10_000  # consumer group session: how soon a dead replica's partitions move
     # command records are validated in this many worker processes, a poll ahead of deciding (0: inline)
     kafka_parse_workers: int = 1 if (os.cpu_count() or 1) > 1 else 0
@@ -52,7 +59,8 @@ class Settings:
             "decisions_topic": env.get("GANGPLANK_DECISIONS_TOPIC", cls.decisions_topic),
             "consumer_group": env.get("GANGPLANK_CONSUMER_GROUP", cls.consumer_group),
             "kafka_idempotence": _flag("GANGPLANK_KAFKA_IDEMPOTENCE", True),
-            "kafka_partitions": int(env.get("GANGPLANK_KAFKA_PARTITIONS", cls.kafka_partitions)),
+            "kafka_partitions": _optional_int(env.get("GANGPLANK_KAFKA_PARTITIONS")),
+            "kafka_replication_factor": _optional_int(env.get("GANGPLANK_KAFKA_REPLICATION_FACTOR")),
             "kafka_session_timeout_ms": int(env.get("GANGPLANK_KAFKA_SESSION_TIMEOUT_MS",
                                                     cls.kafka_session_timeout_ms)),
             "kafka_parse_workers": int(env.get("GANGPLANK_KAFKA_PARSE_WORKERS", cls.kafka_parse_workers)),

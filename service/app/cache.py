@@ -14,7 +14,7 @@ import asyncio
 import collections
 import functools
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +123,13 @@ class ClusterCache:
             state = start()
             await self.catch_up(state, until)
         return state
+
+    @staticmethod
+    def fold(state: ClusterState, rows: Sequence[tuple[int, str, int, Any]]) -> None:
+        """Fold read_data() rows into `state` (a writer's turn: the events it missed)."""
+        with gc_paused(len(rows) >= 256):
+            for position, type_, version, data in rows:
+                evolve(state, Event(position, type_, upcast(type_, version, data)))
 
     async def catch_up(self, state: ClusterState, until: int | None = None) -> None:
         """Fold the events after state.position (up to `until`) through `evolve`. Long

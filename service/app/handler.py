@@ -3,9 +3,13 @@
 For each batch of units (service/app/batcher.py): take the cluster's cached state (caught up
 with the store), let the decider accept each command and run its pass, then append the inputs,
 their decisions, the idempotency records, outbox rows, dead letters and consumed offsets in ONE
-transaction with the expected position. A conflict (another writer got there first) drops the
-cached state, reloads and retries, so a stream never forks. What differs between adapters is
-their Policy (service/app/commands.py).
+transaction with the expected position. The batch is decided inside the cluster's turn
+(EventStore.exclusive: on PostgreSQL the cluster's writer lock, shared by every replica): the
+head, the keys and the events this replica missed are read under the lock, the missed events
+folded, and no other writer can change the stream before the commit (docs/design.md,
+*Replicas*). A conflict can then only come from a writer that takes no turn; it drops the cached
+state (deciding mutated it), reloads and retries, so a stream never forks. What differs between
+adapters is their Policy (service/app/commands.py).
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from typing import Any
 
 from service import metrics
 from service.app.batcher import GroupCommit, Unit
-from service.app.cache import CachedCluster, ClusterCache
+from service.app.cache import CATCH_UP_BATCH, CachedCluster, ClusterCache
 from service.app.commands import Accepted, Command, KeyReused, Policy, Rejected, Replayed, Result, Submission
 from service.app.registry import COMMANDS
 from service.app.snapshots import Snapshotter
@@ -26,6 +30,7 @@ from service.clock import utc_now
 from service.domain import ClusterState, Event, Rejection, accept, handle, rejection_event
 from service.domain import events as ev
 from service.store.base import (
+    ClusterTurn,
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
@@ -36,6 +41,10 @@ from service.store.base import (
 )
 
 MAX_RETRIES = 20
+
+
+class _FarBehind(Exception):
+    """The cached state misses more events than a turn should fold while holding the lock."""
 
 
 class AppendSignal:
@@ -136,17 +145,23 @@ class CommandHandler:
         async with entry.lock:
             if not self.cache.is_current(cluster, entry):
                 raise ConcurrencyConflict(cluster, entry.state.position, None)
-            await self._answer_stored_keys(cluster, entry, work)
+            decided = False
+            while True:
+                try:
+                    async with self.store.exclusive(cluster) as turn:
+                        await self._answer_stored_keys(turn, cluster, entry, work)
+                        expected = entry.state.position
+                        self._decide_all(cluster, entry.state, work)
+                        await self._append(turn, cluster, expected, work)
+                        decided = True
+                    break  # committed
+                except _FarBehind:  # catch up without holding the lock, then take a turn again
+                    await self.cache.catch_up(entry.state)
+                except BaseException:
+                    if decided:  # the commit failed: the cached state holds decisions never committed
+                        self.cache.drop(cluster)
+                    raise
             state = entry.state
-            expected = state.position
-            try:
-                for i in range(len(work.flat)):
-                    if work.results[i] is None:
-                        self._decide(state, work, i)
-                await self._append(cluster, expected, work)
-            except BaseException:
-                self.cache.drop(cluster)  # the cached state holds uncommitted decisions
-                raise
             metrics.QUEUE_LENGTH.labels(cluster=cluster).set(len(state.queue))
             busy = self.batcher.waiting(cluster) or any(len(u.submissions) > 1 for u in work.units)
             await self.snapshots.after_commit(entry, len(work.events), busy=busy)
@@ -154,15 +169,19 @@ class CommandHandler:
             await self.appended.notify()
         return work.by_unit()
 
-    async def _answer_stored_keys(self, cluster: str, entry: CachedCluster, work: _Pass) -> None:
-        """Answer the submissions whose key is stored already. The keys are read with the head,
-        in one snapshot, once the state is fixed at `last`: every key committed up to `last` is
-        seen (a retry racing its first attempt on another replica gets the first answer, not a
-        409 "exists"), and one committed later makes the append fail, and this batch retry."""
+    async def _answer_stored_keys(self, turn: ClusterTurn, cluster: str, entry: CachedCluster,
+                                  work: _Pass) -> None:
+        """Answer the submissions whose key is stored already, after folding the events this
+        replica missed: head, keys and missed events are read in the turn, under the lock, so
+        every key committed before is seen (a retry racing its first attempt on another replica
+        gets the first answer, not a 409 "exists")."""
         keys = [s.idempotency_key for s, _, _ in work.flat]
-        last, found = await self.store.head_and_idempotency(cluster, [k for k in keys if k is not None])
+        begun = await turn.start([k for k in keys if k is not None], entry.state.position, CATCH_UP_BATCH)
+        last, found = begun.last, begun.records
         if last != entry.state.position:
-            await self.cache.catch_up(entry.state)
+            if last - entry.state.position > CATCH_UP_BATCH:
+                raise _FarBehind()
+            self.cache.fold(entry.state, begun.missed)
             if entry.state.position != last:
                 self.cache.drop(cluster)
                 raise ConcurrencyConflict(cluster, entry.state.position, last)
@@ -228,16 +247,32 @@ class CommandHandler:
             metrics.DECISIONS.labels(type=d.type).inc()
         return inp, decisions
 
-    async def _append(self, cluster: str, expected: int, work: _Pass) -> None:
+    def _decide_all(self, cluster: str, state: ClusterState, work: _Pass) -> None:
+        """Decide every submission not answered yet; a failure drops the cached state (it holds
+        decisions that will not be committed)."""
+        try:
+            for i in range(len(work.flat)):
+                if work.results[i] is None:
+                    self._decide(state, work, i)
+        except BaseException:
+            self.cache.drop(cluster)
+            raise
+
+    async def _append(self, turn: ClusterTurn, cluster: str, expected: int, work: _Pass) -> None:
+        """Append in the turn (committed when it ends); a failure drops the cached state."""
         offsets = work.offsets
-        if work.events:
-            stored = await self.store.append(cluster, expected, work.events, idempotency=work.records,
-                                             offsets=offsets, dead_letters=work.dead_letters,
-                                             outbox_topic=self.outbox_topic, echo=False)
-            metrics.EVENTS_APPENDED.inc(len(stored))
-        elif work.records or offsets or work.dead_letters:
-            await self.store.record_without_events(idempotency=work.records, offsets=offsets,
-                                                   dead_letters=work.dead_letters)
+        try:
+            if work.events:
+                stored = await turn.append(expected, work.events, idempotency=work.records, offsets=offsets,
+                                           dead_letters=work.dead_letters, outbox_topic=self.outbox_topic,
+                                           echo=False)
+                metrics.EVENTS_APPENDED.inc(len(stored))
+            elif work.records or offsets or work.dead_letters:
+                await self.store.record_without_events(idempotency=work.records, offsets=offsets,
+                                                       dead_letters=work.dead_letters)
+        except BaseException:
+            self.cache.drop(cluster)
+            raise
 
     # -- dry runs -------------------------------------------------------------------------------
     async def _dry_run(self, command: Command) -> Result:

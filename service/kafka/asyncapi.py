@@ -125,7 +125,10 @@ def asyncapi_document(settings: Settings | None = None) -> dict[str, Any]:
 
 
 def _channels(s: Settings) -> dict[str, Any]:
-    kafka_binding = {"bindingVersion": BINDING_VERSION}
+    # a topic's partitions and replicas only when set: by default the broker's defaults decide
+    kafka_binding = {**{k: v for k, v in (("partitions", s.kafka_partitions),
+                                          ("replicas", s.kafka_replication_factor)) if v is not None},
+                     "bindingVersion": BINDING_VERSION}
     return {
         "commands": {
             "address": s.commands_topic,
@@ -134,8 +137,7 @@ def _channels(s: Settings) -> dict[str, Any]:
                            "the consumed offset commit in one database transaction; its `id` is the idempotency "
                            "key (shared with HTTP's Idempotency-Key).",
             "messages": {"command": {"$ref": "#/components/messages/Command"}},
-            "bindings": {"kafka": {"topic": s.commands_topic, "partitions": s.kafka_partitions,
-                                   "replicas": 1, **kafka_binding}},
+            "bindings": {"kafka": {"topic": s.commands_topic, **kafka_binding}},
         },
         "deadLetters": {
             "address": s.dlq_topic,
@@ -145,8 +147,7 @@ def _channels(s: Settings) -> dict[str, Any]:
                            "through the same transaction as the consumed offset; published at least once "
                            "(dedupe on source-topic, source-partition, source-offset).",
             "messages": {"deadLetter": {"$ref": "#/components/messages/DeadLetter"}},
-            "bindings": {"kafka": {"topic": s.dlq_topic, "partitions": s.kafka_partitions, "replicas": 1,
-                                   **kafka_binding}},
+            "bindings": {"kafka": {"topic": s.dlq_topic, **kafka_binding}},
         },
         "decisions": {
             "address": s.decisions_topic,
@@ -154,8 +155,7 @@ def _channels(s: Settings) -> dict[str, Any]:
             "description": "Every event of every cluster (inputs, rejections, decisions), key = cluster, in "
                            "position order per cluster, at least once: dedupe on (cluster, position).",
             "messages": {"event": {"$ref": "#/components/messages/Event"}},
-            "bindings": {"kafka": {"topic": s.decisions_topic, "partitions": s.kafka_partitions,
-                                   "replicas": 1, **kafka_binding}},
+            "bindings": {"kafka": {"topic": s.decisions_topic, **kafka_binding}},
         },
     }
 

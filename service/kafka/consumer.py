@@ -183,7 +183,12 @@ class CommandConsumer:
             return
         try:
             stored = await self.service.store.stored_offsets(self.group, self.topic)
-            missing = [tp for tp in due if tp.partition not in stored]
+            ends = await self.consumer.end_offsets(due)
+            # beyond the partition's end: the topic was created again (or lost its records) under
+            # a kept database, and its offsets start over: read it from its beginning (the
+            # message ids, idempotency keys, keep what was applied from being applied again)
+            beyond = {tp for tp in due if stored.get(tp.partition, 0) > ends[tp]}
+            missing = [tp for tp in due if tp.partition not in stored or tp in beyond]
             beginnings = await self.consumer.beginning_offsets(missing) if missing else {}
         except Exception as exc:  # database or broker unavailable: try again later
             for tp in due:
@@ -195,7 +200,10 @@ class CommandConsumer:
             return
         for tp in due:
             offset = stored.get(tp.partition)
-            if offset is None:
+            if tp in beyond:
+                log.warning("kafka.stored_offset_beyond_end", partition=tp.partition, stored=offset, end=ends[tp],
+                            note="the topic was created again: reading it from its beginning")
+            if offset is None or tp in beyond:
                 offset = beginnings[tp]
             self.consumer.seek(tp, offset)
             self._bump(tp)
@@ -268,15 +276,16 @@ class CommandConsumer:
     async def _partition(self, tp: TopicPartition, records: list[ConsumerRecord],
                          parsed: list[Parsed | Malformed] | None = None) -> None:
         start = self.positions[tp]
-        if records[0].offset < start:  # a stale fetch, or a command topic recreated under a kept database
-            if parsed is not None:
-                parsed = [p for r, p in zip(records, parsed) if r.offset >= start]
-            kept = [r for r in records if r.offset >= start]
+        if records[0].offset < start:
+            # The fetcher went back below what the database holds: its position was reset (the
+            # broker lost the partition's records, or the topic was created again). Settle it
+            # with the database and the partition's end (see _sync_due), as after an assignment.
             log.warning("kafka.records_below_stored_offset", partition=tp.partition, first=records[0].offset,
-                        stored=start, skipped=len(records) - len(kept),
-                        note="already processed according to the database")
-            records = kept
-        if not records:
+                        stored=start, note="synchronising the partition with the database again")
+            self._bump(tp)
+            self.positions.pop(tp, None)
+            self.consumer.pause(tp)
+            self.unsynced[tp] = (0.0, Backoff())
             return
         try:
             for unit in plan(records, topic=tp.topic, max_run=self.max_run, parsed_values=parsed):

@@ -31,7 +31,8 @@ log = structlog.get_logger("gangplank.kafka.relay")
 
 class OutboxRelay:
     def __init__(self, service: Gangplank, producer: AIOKafkaProducer, *, batch_size: int = 1000,
-                 idle_wait: float = 0.05, active: Callable[[], bool] = lambda: True) -> None:
+                 idle_wait: float = 0.05, active: Callable[[], bool] = lambda: True,
+                 on_health: Callable[[], None] = lambda: None) -> None:
         self.service = service
         self.store = service.store
         self.producer = producer
@@ -40,6 +41,8 @@ class OutboxRelay:
         self.active = active  # only one replica relays at a time (see runtime.py); order never depends on it
         self.stopping = asyncio.Event()
         self.published = 0  # rows acknowledged and deleted
+        self.healthy = True  # False from a failed publish until the next one succeeds (readiness)
+        self.on_health = on_health  # called when `healthy` changes
         self._partitioner = DefaultPartitioner()
         self._partitions: dict[str, list[int]] = {}
         self._chosen: dict[tuple[str, bytes | None], int] = {}
@@ -104,8 +107,10 @@ class OutboxRelay:
                 async with asyncio.TaskGroup() as group:  # one chain fails: the others stop too
                     for (topic, partition), chain in chains.items():
                         group.create_task(self._send_chain(topic, partition, chain))
+                self._health(True)
                 return True
             except Exception as exc:  # broker away, timeout, unknown partition: send the round again
+                self._health(False)
                 self._partitions.clear()
                 self._chosen.clear()
                 delay = backoff.next()
@@ -115,6 +120,11 @@ class OutboxRelay:
                             retry_in=delay)
                 await self._sleep(delay)
         return False
+
+    def _health(self, healthy: bool) -> None:
+        if healthy != self.healthy:
+            self.healthy = healthy
+            self.on_health()
 
     async def _send_chain(self, topic: str, partition: int, rows: list[OutboxItem]) -> None:
         i = 0

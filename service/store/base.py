@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -161,6 +162,64 @@ class Snapshot:
     blob: bytes
 
 
+@dataclass(frozen=True)
+class TurnStart:
+    """What a writer's turn reads first (ClusterTurn.start), in one round trip where it can."""
+    last: int  # the cluster's last position
+    records: dict[str, IdempotencyRecord]  # the stored records of the keys asked for
+    missed: list[tuple[int, str, int, Any]]  # read_data() rows after `after`: at most `limit`, from after + 1
+
+
+class ClusterTurn(Protocol):
+    """One writer's turn on one cluster (EventStore.exclusive): what deciding a batch reads and
+    writes, all inside the turn."""
+
+    async def start(self, keys: Sequence[str], after: int, limit: int) -> TurnStart:
+        """The head, the keys' records, and the events after `after` (a writer's cached
+        position): everything committed before the turn began."""
+
+    async def read_data(self, after: int = 0, limit: int | None = None, until: int | None = None, *,
+                        decode: bool = True) -> list[tuple[int, str, int, Any]]:
+        """As EventStore.read_data, for the turn's cluster."""
+
+    async def append(self, expected_position: int, events: Sequence[NewEvent], *,
+                     idempotency: Sequence[IdempotencyRecord] = (), offsets: Sequence[ConsumedOffset] = (),
+                     dead_letters: Sequence[DeadLetter] = (), outbox_topic: str | None = None,
+                     echo: bool = True) -> list[StoredEvent]:
+        """As EventStore.append, for the turn's cluster: committed when the turn ends."""
+
+
+class _SharedTurn:
+    """A turn that is the store itself: for backends with one writer process (SQLite, memory)."""
+
+    def __init__(self, store: EventStore, cluster: str) -> None:
+        self.store, self.cluster = store, cluster
+
+    async def start(self, keys: Sequence[str], after: int, limit: int) -> TurnStart:
+        last, records = await self.store.head_and_idempotency(self.cluster, keys)
+        missed = await self.store.read_data(self.cluster, after, limit) if last > after else []
+        return TurnStart(last, records, missed)
+
+    async def read_data(self, after: int = 0, limit: int | None = None, until: int | None = None, *,
+                        decode: bool = True) -> list[tuple[int, str, int, Any]]:
+        return await self.store.read_data(self.cluster, after, limit, until, decode=decode)
+
+    async def append(self, expected_position: int, events: Sequence[NewEvent], *,
+                     idempotency: Sequence[IdempotencyRecord] = (), offsets: Sequence[ConsumedOffset] = (),
+                     dead_letters: Sequence[DeadLetter] = (), outbox_topic: str | None = None,
+                     echo: bool = True) -> list[StoredEvent]:
+        return await self.store.append(self.cluster, expected_position, events, idempotency=idempotency,
+                                       offsets=offsets, dead_letters=dead_letters, outbox_topic=outbox_topic,
+                                       echo=echo)
+
+
+@asynccontextmanager
+async def shared_turn(store: EventStore, cluster: str) -> AsyncIterator[ClusterTurn]:
+    """EventStore.exclusive for a store that needs no lock: its writes go straight through
+    (the expected-position check still guards every append)."""
+    yield _SharedTurn(store, cluster)
+
+
 class EventStore(Protocol):
     async def append(
         self,
@@ -189,6 +248,13 @@ class EventStore(Protocol):
         dead_letters: Sequence[DeadLetter] = (),
     ) -> None:
         """One transaction with no events (a dead letter and its offset, say)."""
+
+    def exclusive(self, cluster: str) -> AbstractAsyncContextManager[ClusterTurn]:
+        """A writer's turn on the cluster: while one process's turn runs, no other process's
+        turn on that cluster does (PostgreSQL: an advisory lock; its appends commit when the
+        block ends without an exception and roll back otherwise, and a killed process's lock is
+        released with its session). Appends outside turns still go through, checked as always
+        by the expected position: a turn's append can then raise ConcurrencyConflict."""
 
     async def read(self, cluster: str, after: int = 0, limit: int | None = None,
                    until: int | None = None) -> list[StoredEvent]: ...

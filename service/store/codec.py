@@ -6,14 +6,15 @@ hash, publish and verify byte for byte alike.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
-from .base import canonical_json
+from .base import IdempotencyRecord, canonical_json
 
 # canonical_json() of a str: the C quoting function json.dumps(..., ensure_ascii=True) uses.
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii
@@ -84,3 +85,20 @@ def tail_fault(count: int, last_recorded: int, until: int | None, recorded_head:
     if until is None and count and recorded_head is not None and recorded_head != chain_head:
         return count  # the recorded head does not match the chain
     return None
+
+
+def encode_headers(headers: Sequence[tuple[str, bytes]]) -> str:
+    """Kafka headers as stored in an outbox row: JSON of [name, base64 value] pairs."""
+    return json.dumps([[name, base64.b64encode(value).decode("ascii")] for name, value in headers])
+
+
+def decode_headers(text: str) -> list[tuple[str, bytes]]:
+    if text == "[]":  # every event row
+        return []
+    return [(name, base64.b64decode(value)) for name, value in json.loads(text)]
+
+
+def idempotency_record(row: Any) -> IdempotencyRecord:
+    """A stored idempotency row: (key, fingerprint, status, body JSON, cluster, position)."""
+    return IdempotencyRecord(key=row[0], fingerprint=row[1], status=int(row[2]), body=json.loads(row[3]),
+                             cluster=row[4], position=None if row[5] is None else int(row[5]))

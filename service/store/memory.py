@@ -23,6 +23,7 @@ import asyncio
 import itertools
 import threading
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple
 
 from service.clock import utc_now
@@ -30,6 +31,7 @@ from service.clock import utc_now
 from .base import (
     GENESIS_HASH,
     NOT_ECHOED,
+    ClusterTurn,
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
@@ -41,6 +43,7 @@ from .base import (
     StoredEvent,
     VerifyResult,
     canonical_record_json,
+    shared_turn,
 )
 from .codec import checked_hash, envelope_json, hash_input, loads, sha256_hex, tail_fault
 
@@ -181,6 +184,10 @@ class MemoryEventStore:
                      (), cluster, r.position) for r in rows]
             self._write_extras(idem_rows, offsets, outbox_rows)
         return [_stored(cluster, r, echo) for r in rows]
+
+    def exclusive(self, cluster: str) -> AbstractAsyncContextManager[ClusterTurn]:
+        """EventStore.exclusive: one process holds the store, its writes queue on its lock."""
+        return shared_turn(self, cluster)
 
     async def record_without_events(
         self,

@@ -26,10 +26,8 @@ IdempotencyKeyTaken; in both cases nothing at all is written.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -45,6 +43,7 @@ from service.gcpause import gc_paused
 from .base import (
     GENESIS_HASH,
     NOT_ECHOED,
+    ClusterTurn,
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
@@ -56,8 +55,19 @@ from .base import (
     StoredEvent,
     VerifyResult,
     canonical_record_json,
+    shared_turn,
 )
-from .codec import checked_hash, envelope_json, hash_input, loads, sha256_hex, tail_fault
+from .codec import (
+    checked_hash,
+    decode_headers,
+    encode_headers,
+    envelope_json,
+    hash_input,
+    idempotency_record,
+    loads,
+    sha256_hex,
+    tail_fault,
+)
 from .engine import make_engine, normalize_url
 from .pg_statements import (
     PG_APPEND_CREATE,
@@ -78,22 +88,13 @@ from .schema import idempotency as t_idem
 from .schema import outbox as t_outbox
 from .schema import snapshots as t_snapshots
 from .sql_errors import DRIVER_UNAVAILABLE, constraint_name, finishes_when_cancelled, translating
+from .turn import TURN_CONNECTION, pg_turn
 
 VERIFY_CHUNK = 5_000
 _IN_CHUNK = 1_000  # ids per DELETE ... WHERE id IN (...)
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _encode_headers(headers: Sequence[tuple[str, bytes]]) -> str:
-    return json.dumps([[name, base64.b64encode(value).decode("ascii")] for name, value in headers])
-
-
-def _decode_headers(text: str) -> list[tuple[str, bytes]]:
-    if text == "[]":  # every event row
-        return []
-    return [(name, base64.b64decode(value)) for name, value in json.loads(text)]
-
 
 def _stored(row: Any) -> StoredEvent:
     return StoredEvent(cluster=row[0], position=row[1], type=row[2], schema_version=row[3],
@@ -106,15 +107,8 @@ _EVENT_COLS = (t_events.c.cluster, t_events.c.position, t_events.c.type, t_event
                t_events.c.hash)
 
 
-
 _HEAD_CACHE_MAX = 10_000
 _MAX_POSITION = 2**63 - 1
-
-
-
-def _idempotency_record(row: Any) -> IdempotencyRecord:
-    return IdempotencyRecord(key=row[0], fingerprint=row[1], status=int(row[2]), body=json.loads(row[3]),
-                             cluster=row[4], position=None if row[5] is None else int(row[5]))
 
 
 def _convert(rows: Sequence[Any]) -> list[StoredEvent]:
@@ -202,7 +196,7 @@ class SqlEventStore:
 
     @staticmethod
     def _dead_letter_rows(dead_letters: Sequence[DeadLetter]) -> list[dict[str, Any]]:
-        return [{"topic": d.topic, "key": d.key, "value": d.value, "headers": _encode_headers(d.headers),
+        return [{"topic": d.topic, "key": d.key, "value": d.value, "headers": encode_headers(d.headers),
                  "cluster": None, "position": None} for d in dead_letters]
 
     @staticmethod
@@ -233,6 +227,10 @@ class SqlEventStore:
                  "headers": "[]", "cluster": r["cluster"], "position": r["position"]} for r in rows]
 
     # ------------------------------------------------------------------ writes
+
+    def exclusive(self, cluster: str) -> AbstractAsyncContextManager[ClusterTurn]:
+        """EventStore.exclusive (turn.py); SQLite needs no lock (BEGIN IMMEDIATE queues writes)."""
+        return shared_turn(self, cluster) if self._is_sqlite else pg_turn(self, cluster)
 
     @translating
     @finishes_when_cancelled
@@ -330,7 +328,10 @@ class SqlEventStore:
         server-side error (lost, cancelled mid-statement) is discarded, never pooled again;
         a lost connection also retires every connection opened before it (as SQLAlchemy does
         on a disconnect), so that a database restart costs one failed call, not one per
-        pooled connection."""
+        pooled connection. Inside a writer's turn (see exclusive): the turn's connection."""
+        on_turn = TURN_CONNECTION.get()
+        if on_turn is not None and on_turn[0] is self:
+            return await getattr(on_turn[1], method)(sql, *args)
         raw_conn = await self._engine.raw_connection()
         # the server closed it while it was pooled
         if raw_conn.driver_connection is None or raw_conn.driver_connection.is_closed():
@@ -534,7 +535,7 @@ class SqlEventStore:
                         sa.select(t_idem.c.key, t_idem.c.fingerprint, t_idem.c.status, t_idem.c.body,
                                   t_idem.c.cluster, t_idem.c.position)
                         .where(t_idem.c.key.in_(keys[start:start + 500])))).all()
-        found = {r[0]: _idempotency_record(r) for r in records}
+        found = {r[0]: idempotency_record(r) for r in records}
         return (0 if last is None else int(last)), found
 
     @translating
@@ -546,7 +547,7 @@ class SqlEventStore:
                 row = (await conn.execute(
                     sa.select(t_idem.c.key, t_idem.c.fingerprint, t_idem.c.status, t_idem.c.body,
                               t_idem.c.cluster, t_idem.c.position).where(t_idem.c.key == key))).first()
-        return None if row is None else _idempotency_record(row)
+        return None if row is None else idempotency_record(row)
 
     # ------------------------------------------------------------------ audit
 
@@ -655,7 +656,7 @@ class SqlEventStore:
                               t_outbox.c.headers, t_outbox.c.cluster, t_outbox.c.position)
                     .order_by(t_outbox.c.id).limit(limit))).all()
         return [OutboxItem(id=int(r[0]), topic=r[1], key=None if r[2] is None else bytes(r[2]),
-                           value=bytes(r[3]), headers=_decode_headers(r[4]), cluster=r[5],
+                           value=bytes(r[3]), headers=decode_headers(r[4]), cluster=r[5],
                            position=None if r[6] is None else int(r[6])) for r in rows]
 
     @translating

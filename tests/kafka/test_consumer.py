@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -178,6 +179,8 @@ class FlakyStore:
 
     def __getattr__(self, name):
         attr = getattr(self.inner, name)
+        if name == "exclusive":  # a context manager: refused when entered
+            return self._exclusive
         if not callable(attr) or name.startswith("_"):
             return attr
 
@@ -187,6 +190,15 @@ class FlakyStore:
                 raise StoreUnavailable("the database is down (test)")
             return await attr(*args, **kwargs)
         return call
+
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, cluster):
+        if self.down:
+            self.refused += 1
+            raise StoreUnavailable("the database is down (test)")
+        async with self.inner.exclusive(cluster) as turn:
+            yield turn
 
 
 async def test_a_database_outage_pauses_and_resumes_without_loss(kafka_bootstrap, kafka_settings, db_url):

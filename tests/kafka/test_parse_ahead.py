@@ -46,6 +46,9 @@ class FakeKafka:
     async def beginning_offsets(self, tps):  # noqa: ANN001, ANN201
         return {tp: 0 for tp in tps}
 
+    async def end_offsets(self, tps):  # noqa: ANN001, ANN201
+        return {tp: len(self.log) for tp in tps}
+
     async def getmany(self, timeout_ms: int, max_records: int):  # noqa: ANN201
         await asyncio.sleep(0)
         if self.paused or self.position >= len(self.log):
