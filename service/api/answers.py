@@ -9,6 +9,7 @@ from typing import Any
 
 from service.app.commands import Accepted, KeyReused, Policy, Rejected, Replayed, Result
 from service.domain import Rejection
+from service.schemas.errors import message_style
 from service.schemas.problems import problem
 
 # the titles of the domain's rejections (the type is PROBLEM_BASE + the title's slug)
@@ -16,7 +17,7 @@ _REJECTION_TITLES = {404: "Not Found", 409: "Conflict", 422: "Unprocessable Cont
 
 
 def rejection_problem(rejection: Rejection) -> dict[str, Any]:
-    errors = [{"loc": list(rejection.loc), "msg": rejection.detail}] if rejection.loc else None
+    errors = [{"loc": list(rejection.loc), "msg": message_style(rejection.detail)}] if rejection.loc else None
     return problem(rejection.status, rejection.detail,
                    title=_REJECTION_TITLES.get(rejection.status, rejection.reason), errors=errors)
 

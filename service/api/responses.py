@@ -1,8 +1,8 @@
 """Responses and exception handlers: every error is RFC 9457 problem details."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 import structlog
@@ -20,7 +20,7 @@ from service.api.metrics import UNMATCHED_ROUTE
 from service.api.segments import route_name_errors
 from service.metrics import REQUESTS
 from service.schemas import problems
-from service.schemas.errors import InputValidationError
+from service.schemas.errors import InputValidationError, from_msgspec, message_style
 from service.schemas.problems import PROBLEM_CONTENT_TYPE, problem, validation_problem
 
 log = structlog.get_logger("gangplank.api")
@@ -58,6 +58,31 @@ _TYPES = {
 }
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """`application/json` or another `+json` type, with any parameters (`charset=utf-8`); no
+    Content-Type at all reads as JSON, as the Kubernetes API server reads it."""
+    if content_type is None or not content_type.strip():
+        return True
+    media_type = content_type.partition(";")[0].strip().lower()
+    kind, slash, subtype = media_type.partition("/")
+    return bool(kind) and bool(slash) and (media_type == JSON or (subtype.endswith("+json") and subtype != "+json"))
+
+
+def unsupported_media_type(content_type: str) -> Response[Any]:
+    """415, the Kubernetes API server's answer to a body in a format it does not read."""
+    return problem_response(problem(
+        415, f"the body's Content-Type {content_type!r} is not JSON; accepted: application/json or another "
+        "+json type (parameters such as charset=utf-8 allowed)"))  # type: .../unsupported-media-type
+
+
+def size_text(size: int) -> str:
+    """1048576 → "1 MiB" (the body limit as people write it)."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} bytes"
+
+
 def _wire_name(request: Request[Any, Any, Any], key: str) -> str:
     """The name a parameter has in the request (`dryRun`), not in Python (`dry_run`)."""
     try:
@@ -68,8 +93,21 @@ def _wire_name(request: Request[Any, Any, Any], key: str) -> str:
     return name if isinstance(name, str) and name else key
 
 
+def _allowed_values(request: Request[Any, Any, Any], key: str) -> Sequence[Any]:
+    """The values of a Literal parameter (`phase`), named in its error as pydantic names them."""
+    try:
+        annotation = request.route_handler.parsed_fn_signature.parameters[key].annotation
+    except Exception:  # no route or no such parameter
+        return ()
+    for arg in (annotation, *get_args(annotation)):
+        if get_origin(arg) is Literal:
+            return get_args(arg)
+    return ()
+
+
 def _litestar_validation_errors(request: Request[Any, Any, Any], exc: ValidationException) -> list[dict[str, Any]]:
-    """Litestar's parameter errors ({"message", "key", "source"}) as {"loc", "msg"}."""
+    """Litestar's parameter errors ({"message", "key", "source"}) as {"loc", "msg"}, the message in
+    pydantic's words (Litestar's come from msgspec)."""
     errors = []
     extra = exc.extra if isinstance(exc.extra, list) else []
     for item in extra:
@@ -79,8 +117,9 @@ def _litestar_validation_errors(request: Request[Any, Any, Any], exc: Validation
         source = str(getattr(source, "value", source))  # ParamType.QUERY → "query"
         key = item.get("key")
         loc = [source, _wire_name(request, str(key))] if key is not None else [source]
-        errors.append({"loc": loc, "msg": str(item.get("message") or "invalid value")})
-    return errors or [{"loc": ["request"], "msg": str(exc.detail)}]
+        allowed = _allowed_values(request, str(key)) if key is not None else ()
+        errors.append({"loc": loc, "msg": from_msgspec(str(item.get("message") or "invalid value"), allowed)})
+    return errors or [{"loc": ["request"], "msg": message_style(str(exc.detail))}]
 
 
 COUNTED = "gangplank.counted"  # set in the scope by the route middleware, which counts the answer
@@ -114,7 +153,7 @@ def _http_exception_response(request: Request[Any, Any, Any], exc: HTTPException
         errors = _litestar_validation_errors(request, exc)
         named = {tuple(e["loc"]) for e in errors}
         names = route_name_errors(request.scope, request.query_params.get("namespace"))
-        errors = [e for e in names if tuple(e["loc"]) not in named] + errors
+        errors = [{**e, "msg": message_style(e["msg"])} for e in names if tuple(e["loc"]) not in named] + errors
         return problem_response(validation_problem(errors), headers)
     status = exc.status_code
     if status == 500 and exc.detail == "client disconnected prematurely":
@@ -126,7 +165,9 @@ def _http_exception_response(request: Request[Any, Any, Any], exc: HTTPException
     elif isinstance(exc, MethodNotAllowedException):
         detail = f"{request.method} is not allowed on {request.url.path}"
     elif status == 413:
-        detail = "the request body is larger than the limit"
+        limit = getattr(request.app, "request_max_body_size", None)
+        detail = (f"the request body is over the limit of {size_text(limit)}" if isinstance(limit, int)
+                  else "the request body is over the size limit")
     elif isinstance(exc, (NotAuthorizedException, PermissionDeniedException)):
         detail = exc.detail
     else:

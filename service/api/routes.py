@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -15,7 +16,13 @@ from service.api import auth
 from service.api.answers import HTTP_POLICY, answer
 from service.api.auth import principal_of
 from service.api.metrics import render as render_metrics
-from service.api.responses import json_response, problem_response, sorted_json_response
+from service.api.responses import (
+    is_json_media_type,
+    json_response,
+    problem_response,
+    sorted_json_response,
+    unsupported_media_type,
+)
 from service.api.segments import route_name_errors, segment_errors
 from service.app.commands import Command, Origin, Replayed, Result, Submission
 from service.app.registry import COMMANDS, CommandSpec
@@ -36,6 +43,10 @@ IDEMPOTENCY_KEY = "Idempotency-Key"
 MAX_POSITION = 2**63 - 1  # positions are BIGINTs in the store
 REPLAYED_HEADER = "Idempotent-Replayed"
 STATE_KEY = "gangplank"
+try:
+    PACKAGE_VERSION = importlib.metadata.version("gangplank")
+except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a tree never installed
+    PACKAGE_VERSION = "0+unknown"
 
 ClusterSegment = Annotated[str, PathParameter(description="Cluster name.",
                                           schema_extra={"pattern": CLUSTER_PATTERN, "max_length": 63})]
@@ -123,6 +134,10 @@ async def execute(request: Request[Any, Any, Any], command_for: Callable[[dict[s
     # read on every route, also where nothing is parsed (DELETE): a body over the limit is a 413 whatever
     # it holds (Content-Length is checked before anything is read, streamed bytes are counted)
     raw = await request.body()
+    content_type = request.headers.get("content-type")
+    if body_kind is not None and not is_json_media_type(content_type):
+        assert content_type is not None
+        return unsupported_media_type(content_type)  # before validation: nothing is read as JSON
     dry, dry_run_errors = dry_run_of(dry_run)
     key, errors = _idempotency_key(request)
     errors = [*(path_errors or ()), *dry_run_errors, *errors]
@@ -355,6 +370,10 @@ async def healthz() -> Response[Any]:
     return json_response({"status": "ok"})
 
 
+async def version() -> Response[Any]:
+    return json_response({"version": PACKAGE_VERSION, "api": "v1"})
+
+
 async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
     try:
         ready, checks = await service_of(request).queries.readiness()
@@ -378,6 +397,8 @@ def route_handlers() -> list[Any]:
             tags=["audit"], opt={"access": auth.CLUSTERS})(list_clusters),
         get("/healthz", operation_id="healthz", summary="The process answers", tags=operations,
             opt={"access": auth.PUBLIC})(healthz),
+        get("/version", operation_id="version", summary="The service's version and API version", tags=operations,
+            opt={"access": auth.PUBLIC})(version),
         get("/readyz", operation_id="readyz", summary="Ready to serve (database, schema, Kafka consumer)",
             tags=operations, opt={"access": auth.PUBLIC})(readyz),
         get("/metrics", operation_id="metrics", summary="Prometheus metrics", tags=operations,

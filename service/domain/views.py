@@ -25,7 +25,7 @@ def node_view(state: ClusterState, name: str) -> dict[str, Any] | None:
             allocated[res] = format_quantity(used, res)
             free[res] = format_quantity(allocatable[res] - used, res) if allocatable[res] >= used \
                 else "-" + format_quantity(used - allocatable[res], res)
-        elif used:
+        elif used and res != "pods":  # a node that does not declare pods does not count them
             allocated[res] = format_quantity(used, res)
     pods = []
     if row < len(state.node_pods):

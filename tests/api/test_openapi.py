@@ -104,7 +104,7 @@ def test_no_security_when_open_bearer_when_tokens_are_configured(open_document, 
     assert secured_document["components"]["securitySchemes"]["bearerToken"] == {
         "type": "http", "scheme": "bearer", "description": "A token of the tokens file (admin, submitter or auditor)."}
     for _, path, operation in _operations(secured_document):
-        public = path in ("/healthz", "/readyz", "/metrics")
+        public = path in ("/healthz", "/version", "/readyz", "/metrics")
         assert ("security" in operation) is not public, path
         if not public:
             assert operation["security"] == [{"bearerToken": []}]

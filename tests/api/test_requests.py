@@ -98,7 +98,7 @@ async def test_idempotency_key_given_twice_is_a_422(service):
     await app(scope, receive, send)
     assert sent[0]["status"] == 422
     problem = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
-    assert problem["errors"] == [{"loc": ["header", "Idempotency-Key"], "msg": "must be given at most once"}]
+    assert problem["errors"] == [{"loc": ["header", "Idempotency-Key"], "msg": "Must be given at most once"}]
     assert service.executed == []
 
 
@@ -230,7 +230,7 @@ def test_service_rejections_are_problem_documents(client, service, status, title
     problem = {"type": f"https://gangplank.dev/problems/{title.lower().replace(' ', '-')}", "title": title,
                "status": status, "detail": "workload team-a/train-7 exists"}
     if loc:
-        problem["errors"] = [{"loc": ["body", "priorityClassName"], "msg": "workload team-a/train-7 exists"}]
+        problem["errors"] = [{"loc": ["body", "priorityClassName"], "msg": "Workload team-a/train-7 exists"}]
     assert response.json() == problem
 
 

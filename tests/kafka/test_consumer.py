@@ -137,7 +137,7 @@ async def test_malformed_messages_go_to_the_dlq_with_their_headers(kafka_bootstr
         assert errors[0].startswith("(root): Invalid JSON")
         assert "type" in errors[1]
         assert errors[2].startswith("body.allocatable.cpu")
-        assert "namespace: required for SubmitWorkload" in errors[3]
+        assert "namespace: Required for SubmitWorkload" in errors[3]
         assert errors[4] == KEY_REUSED
         assert await store.stored_offsets(s.consumer_group, s.commands_topic) == {partition: len(messages)}
     finally:

@@ -57,7 +57,7 @@ def test_the_fingerprint_is_the_canonical_command_whatever_the_bytes():
 @pytest.mark.parametrize("raw, start", [
     (b"", "(root): Invalid JSON: empty body"),
     (b"\xff\xfe", "(root): Invalid JSON: not UTF-8"),
-    (b"[1, 2]", "(root): a command message must be a JSON object"),
+    (b"[1, 2]", "(root): A command message must be a JSON object"),
     (b'{"id": "a", "id": "b"}', "(root): Invalid JSON: duplicate key"),
     (None, "(root): empty message"),
 ])
