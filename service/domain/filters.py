@@ -144,12 +144,20 @@ STATIC: tuple[Filter, ...] = tuple(f for f in FILTERS if f.static)
 
 # -- the two uses -------------------------------------------------------------------------------
 def static_mask(nodes: NodeTable, shape: PodShape) -> np.ndarray:
-    """Rows a pod of this shape may use at all: every static row passes (a new array)."""
+    """Rows a pod of this shape may use at all: every static row passes. Static rows read only the
+    node table and the shape, so the result is cached per shape until the next node change (which
+    drops `nodes.masks`); it is read-only."""
+    key = ("static", shape)
+    hit: np.ndarray | None = nodes.masks.get(key)
+    if hit is not None and len(hit) == nodes.count:
+        return hit
     pod = Pod(nodes, shape)
     masks = [f.mask(pod) for f in STATIC]
     out = masks[0] & masks[1] if len(masks) > 1 else masks[0].copy()
     for m in masks[2:]:
         out &= m
+    out.flags.writeable = False
+    nodes.masks[key] = out
     return out
 
 
