@@ -394,6 +394,9 @@ async def main() -> None:
     ap.add_argument("--in-process", action="store_true", help="the decider in this process: no HTTP, no store")
     args = ap.parse_args()
     if args.in_process:
+        from service.gcpause import configure_for_serving
+        configure_for_serving()  # the collector's thresholds of `gangplank serve`
+
         async def local(cluster: str) -> InProcess:
             return InProcess(cluster)
         await run(args, local)

@@ -16,6 +16,7 @@ from service.domain import affinity as af
 from service.domain import events as ev
 from service.domain import queue
 from tests.domain.sim import Sim, basic, gang, pods
+from tests.domain.test_replay import check_same
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -454,6 +455,12 @@ def dump(s: Sim) -> list[str]:
 def test_placements_honour_taints_and_affinity_and_replay_equals_live(cmds):
     s = run(cmds)
     s.assert_replay_equal()
+
+
+@SETTINGS
+@given(streams(), st.data())
+def test_the_fast_replay_and_snapshots_equal_the_fold(cmds, data):
+    check_same(run(cmds), data, end_all=data.draw(st.booleans()))
 
 
 @SETTINGS
