@@ -162,11 +162,11 @@ class PreferredSchedulingTerm(StrictModel):
 
 
 class NodeAffinity(StrictModel):
-    required_during_scheduling_ignored_during_execution: NodeSelector = None  # an explicit null is refused, as elsewhere
+    required_during_scheduling_ignored_during_execution: NodeSelector = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(
         default_factory=list, max_length=MAX_TERMS)
 
 
 class Affinity(StrictModel):
     """Only node affinity: pod (anti-)affinity is not supported (an unknown field)."""
-    node_affinity: NodeAffinity = None
+    node_affinity: NodeAffinity = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel

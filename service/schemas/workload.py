@@ -66,7 +66,7 @@ class PodEntry(StrictModel):
     requests: Requests = Field(default_factory=dict)
     node_selector: LabelMap = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list, max_length=MAX_TOLERATIONS)
-    affinity: Affinity = None
+    affinity: Affinity = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
     resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
 
     @model_validator(mode="after")
