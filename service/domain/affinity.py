@@ -135,13 +135,6 @@ def tolerates_no_execute(tolerations: tuple[Toleration, ...], taints: Iterable[T
 
 
 # -- vectorised over the node table's rows ---------------------------------------------------------
-def _cached(nodes: NodeTable, key: tuple[object, ...]) -> np.ndarray | None:
-    hit = nodes.masks.get(key)
-    if hit is not None and len(hit) == nodes.count:
-        return hit  # type: ignore[no-any-return]
-    return None
-
-
 def _per_set(nodes: NodeTable, values: list[int] | list[bool], dtype: type) -> np.ndarray:
     """Spread one value per distinct taint tuple to the rows."""
     return np.asarray(values, dtype=dtype)[nodes.taint_ids[: nodes.count]]
@@ -151,13 +144,13 @@ def taint_mask(nodes: NodeTable, tolerations: tuple[Toleration, ...]) -> np.ndar
     """Rows whose every NoSchedule and NoExecute taint the tolerations tolerate (all rows, dead
     ones too; read-only: the array is cached)."""
     key = ("taints", tolerations)
-    hit = _cached(nodes, key)
+    hit = nodes.cached_mask(key)
     if hit is None:
         if len(nodes.taint_sets) == 1:  # no node has ever had a taint
             hit = np.ones(nodes.count, dtype=bool)
         else:
             hit = _per_set(nodes, [first_untolerated(tolerations, s) is None for s in nodes.taint_sets], bool)
-        nodes.masks[key] = hit
+        nodes.keep_mask(key, hit)
     return hit
 
 
@@ -216,14 +209,14 @@ def term_mask(nodes: NodeTable, term: Term) -> np.ndarray:
 def affinity_mask(nodes: NodeTable, terms: tuple[Term, ...]) -> np.ndarray:
     """Rows that match any of the required terms (every row when there are none); cached, read-only."""
     key = ("required", terms)
-    hit = _cached(nodes, key)
+    hit = nodes.cached_mask(key)
     if hit is None:
         hit = np.ones(nodes.count, dtype=bool)
         if terms:
             hit[:] = False
             for term in terms:
                 hit |= term_mask(nodes, term)
-        nodes.masks[key] = hit
+        nodes.keep_mask(key, hit)
     return hit
 
 
@@ -233,34 +226,35 @@ def selector_affinity_mask(nodes: NodeTable, shape: PodShape) -> np.ndarray:
     if not shape.required:
         return selector
     key = ("selector+required", shape.node_selector, shape.required)
-    hit = _cached(nodes, key)
+    hit = nodes.cached_mask(key)
     if hit is None:
-        hit = nodes.masks[key] = selector & affinity_mask(nodes, shape.required)
+        hit = nodes.keep_mask(key, selector & affinity_mask(nodes, shape.required))
     return hit
 
 
 def preferred_weights(nodes: NodeTable, preferred: tuple[tuple[int, Term], ...]) -> np.ndarray:
     """Per row, the sum of the weights of the preferred terms it matches (cached, read-only)."""
     key = ("preferred", preferred)
-    hit = _cached(nodes, key)
+    hit = nodes.cached_mask(key)
     if hit is None:
         hit = np.zeros(nodes.count, dtype=np.int64)
         for weight, term in preferred:
             hit += weight * term_mask(nodes, term)
-        nodes.masks[key] = hit
+        nodes.keep_mask(key, hit)
     return hit
 
 
 def prefer_no_schedule_counts(nodes: NodeTable, tolerations: tuple[Toleration, ...]) -> np.ndarray | None:
     """Per row, how many PreferNoSchedule taints the tolerations leave untolerated; None when no
     row has any (cached, read-only)."""
+    if len(nodes.taint_sets) == 1:  # no node has ever had a taint
+        return None
     key = ("prefer", tolerations)
-    if key in nodes.masks and (nodes.masks[key] is None or len(nodes.masks[key]) == nodes.count):
-        return nodes.masks[key]  # type: ignore[no-any-return]
-    counts = [untolerated_count(tolerations, s, PREFER_NO_SCHEDULE) for s in nodes.taint_sets]
-    hit = _per_set(nodes, counts, np.int64) if any(counts) else None
-    nodes.masks[key] = hit
-    return hit
+    hit = nodes.cached_mask(key)
+    if hit is None:
+        counts = [untolerated_count(tolerations, s, PREFER_NO_SCHEDULE) for s in nodes.taint_sets]
+        hit = nodes.keep_mask(key, _per_set(nodes, counts, np.int64))
+    return hit if hit.any() else None
 
 
 def order_key(nodes: NodeTable, shape: PodShape) -> np.ndarray | None:
@@ -272,12 +266,12 @@ def order_key(nodes: NodeTable, shape: PodShape) -> np.ndarray | None:
     if not shape.preferred and penalty is None:
         return None
     key = ("order", shape.tolerations, shape.preferred)
-    hit = _cached(nodes, key)
+    hit = nodes.cached_mask(key)
     if hit is None:
         hit = np.zeros(nodes.count, dtype=np.int64)
         if shape.preferred:
             hit += preferred_weights(nodes, shape.preferred) * PENALTY_SPAN
         if penalty is not None:
             hit -= penalty
-        nodes.masks[key] = hit
+        nodes.keep_mask(key, hit)
     return hit

@@ -145,11 +145,12 @@ STATIC: tuple[Filter, ...] = tuple(f for f in FILTERS if f.static)
 # -- the two uses -------------------------------------------------------------------------------
 def static_mask(nodes: NodeTable, shape: PodShape) -> np.ndarray:
     """Rows a pod of this shape may use at all: every static row passes. Static rows read only the
-    node table and the shape, so the result is cached per shape until the next node change (which
-    drops `nodes.masks`); it is read-only."""
-    key = ("static", shape)
-    hit: np.ndarray | None = nodes.masks.get(key)
-    if hit is not None and len(hit) == nodes.count:
+    node table and the shape's selector, tolerations and required affinity (a row reading more of
+    the shape must join the key), so the result is cached per key until the next node change
+    (which drops `nodes.masks`); it is read-only."""
+    key = ("static", shape.node_selector, shape.tolerations, shape.required)  # what the static rows read
+    hit = nodes.cached_mask(key)
+    if hit is not None:
         return hit
     pod = Pod(nodes, shape)
     masks = [f.mask(pod) for f in STATIC]
@@ -157,8 +158,7 @@ def static_mask(nodes: NodeTable, shape: PodShape) -> np.ndarray:
     for m in masks[2:]:
         out &= m
     out.flags.writeable = False
-    nodes.masks[key] = out
-    return out
+    return nodes.keep_mask(key, out)
 
 
 def explain(pod: Pod, rows: np.ndarray | None = None) -> tuple[dict[str, int], dict[str, np.ndarray]]:

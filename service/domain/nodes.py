@@ -19,6 +19,7 @@ from service.domain.quantity import PODS
 # A node that does not declare `pods` never runs out of them.
 UNLIMITED = np.int64(2**62)
 TOUCHED_MAX = 100_000  # NodeTable.touched entries kept before the caches that follow them start over
+MASKS_MAX = 1024  # masks kept in NodeTable.masks (distinct pod shapes between node changes) before they start over
 
 
 class DomainLayout:
@@ -173,6 +174,19 @@ class NodeTable:
         self._rank = None
         self._invalidate()
         return idx
+
+    def cached_mask(self, key: Any) -> np.ndarray | None:
+        """A mask of `masks` (affinity.py, filters.py) if it still covers every row."""
+        hit: np.ndarray | None = self.masks.get(key)
+        return hit if hit is not None and len(hit) == self.count else None
+
+    def keep_mask(self, key: Any, mask: np.ndarray) -> np.ndarray:
+        """Cache a mask until the next node change; a table that has seen many pod shapes since
+        then starts over (each mask is one entry per row)."""
+        if len(self.masks) >= MASKS_MAX:
+            self.masks.clear()
+        self.masks[key] = mask
+        return mask
 
     def note_touched(self, rows: Iterable[int]) -> None:
         """Rows whose usage changed (see `touched`); a list nobody followed for long starts over."""

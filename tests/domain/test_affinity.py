@@ -211,3 +211,12 @@ def test_a_table_without_taints_costs_one_cached_array():
     first = af.taint_mask(table, ())
     assert first is af.taint_mask(table, ()) and first.all()
     assert af.order_key(table, PodShape((), (), ())) is None
+
+
+def test_the_mask_cache_is_bounded():
+    """Masks are kept per pod shape until the next node change; many shapes in between start it over."""
+    from service.domain.nodes import MASKS_MAX
+    table = _table([({"k": "1"}, [], False)] * 2)
+    for i in range(MASKS_MAX + 10):
+        assert af.affinity_mask(table, (((("k", "In", (str(i),)),), ()),)).tolist() == [i == 1] * 2
+    assert 0 < len(table.masks) <= MASKS_MAX
