@@ -253,7 +253,10 @@ def _placed(state: ClusterState, g: Group, result: pl.Attempt, emit: Emit, kind:
     emit(kind, data)
     if g.spec.gang or not may_preempt or g.placed == g.total:
         return "placed"
-    return _preempt_one(state, g, next(i for i, n in enumerate(g.node_of) if n < 0), emit, result, data)
+    outcome = _preempt_one(state, g, next(i for i, n in enumerate(g.node_of) if n < 0), emit, result, data)
+    # pods were placed either way: an identical group behind this one may still place some (the
+    # sweep drops a class's bucket only after a try that placed nothing)
+    return "evicted" if outcome == "evicted" else "placed"
 
 
 def _attempt(state: ClusterState, g: Group, pods: list[int], need: int) -> pl.Attempt:

@@ -312,6 +312,20 @@ def test_a_class_bounded_out_by_a_taint_is_tried_again_when_the_taint_goes():
     s.assert_replay_equal()
 
 
+def test_a_class_is_not_dropped_after_a_try_that_placed_some_pods():
+    """A basic group of a class places one pod and its other pod fails (preemption refused): the
+    identical group behind it must still be tried (it found room the same sweep; found by the
+    skipping property below)."""
+    s = Sim()
+    node(s, "n0", cpu="1")
+    never = entry(1, "e1", required=[{"matchExpressions": []}], cpu="500m")  # an empty term: no node
+    for name in ("a", "b", "c"):
+        s.submit(name, basic("g", pods(1, "e0", cpu="500m"), never, topology={"key": "rack"}))
+    assert [s.group(n)["placedPods"] for n in "abc"] == [0, 0, 0]  # no node has a rack yet
+    node(s, "n0", {"rack": "r1"}, cpu="1")
+    assert [s.group(n)["placedPods"] for n in "abc"] == [1, 1, 0]
+
+
 def test_preemption_respects_taints_and_affinity():
     s = Sim()
     node(s, "gpu", {"gpu": "H100"}, taints=[GPU_TAINT], cpu="4")
