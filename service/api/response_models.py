@@ -27,12 +27,19 @@ class NodePod(TypedDict):
     pod: str
 
 
+class NodeTaint(TypedDict):
+    key: str
+    value: str
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class NodeView(TypedDict):
     """A node as it stands: what it offers, what is placed on it and what is left."""
     name: str
     labels: dict[str, str]
     allocatable: dict[str, str]
     unschedulable: bool
+    taints: list[NodeTaint]
     allocated: dict[str, str]
     free: dict[str, str]
     pods: list[NodePod]

@@ -48,9 +48,13 @@ def upsert_node(state: ClusterState, name: str, namespace: str | None, body: dic
     too_many = _too_many_resources(state, set(body.get("allocatable") or {}), ("body", "allocatable"))
     if too_many is not None:
         return too_many
-    return ev.NODE_UPSERTED, {"name": name, "labels": body.get("labels") or {},
-                              "allocatable": body.get("allocatable") or {},
-                              "unschedulable": bool(body.get("unschedulable", False))}
+    data: dict[str, Any] = {"name": name, "labels": body.get("labels") or {},
+                            "allocatable": body.get("allocatable") or {},
+                            "unschedulable": bool(body.get("unschedulable", False))}
+    if body.get("taints"):  # only when there are any: an untainted node's event is as before taints
+        data["taints"] = [{"key": t["key"], "value": t.get("value") or "", "effect": t["effect"]}
+                          for t in body["taints"]]
+    return ev.NODE_UPSERTED, data
 
 
 def remove_node(state: ClusterState, name: str, namespace: str | None, body: dict[str, Any]) -> Accepted | Rejection:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from service.domain import affinity as af
 from service.domain import composite_decide as tr
 from service.domain import dra
 from service.domain import events as ev
@@ -23,7 +24,7 @@ from service.domain.commands import Rejection as Rejection  # re-exported: decid
 from service.domain.commands import accept as accept
 from service.domain.commands import rejection_event as rejection_event
 from service.domain.evolve import evolve
-from service.domain.model import NEVER
+from service.domain.model import NEVER, NO_EXECUTE
 from service.domain.queue import grown_bound, single_shape
 from service.domain.state import ClusterState, Composite, Group
 
@@ -53,6 +54,8 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
         return out
     if lost_node is not None:
         _node_lost(state, lost_node, input_event.data["name"], emit)
+    if input_event.type == ev.NODE_UPSERTED and input_event.data.get("taints"):
+        _no_execute(state, input_event.data["name"], emit)
     for loss in dra.losses(state.dra, state.by_position, input_event):
         _pods_lost(state, loss.group, loss.pods, None, "DevicesRemoved", emit, loss.claims)
     if input_event.type == ev.WORKLOAD_SUBMITTED:
@@ -71,20 +74,38 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
 Emit = Callable[[str, dict[str, Any]], None]
 
 
-def _node_lost(state: ClusterState, row: int, name: str, emit: Emit) -> None:
+def _node_lost(state: ClusterState, row: int, name: str, emit: Emit, reason: str = "NodeRemoved",
+               lost: Callable[[Group, int], bool] | None = None) -> None:
+    """Release the pods on a node (`lost`: only those it says), as model.md *Node loss* says."""
     by_group: dict[tuple[int, int], list[int]] = {}
     for wl_pos, gi, pod in state.node_pods[row]:
-        by_group.setdefault((wl_pos, gi), []).append(pod)
+        if lost is None or lost(state.by_position[wl_pos].groups[gi], pod):
+            by_group.setdefault((wl_pos, gi), []).append(pod)
     trees: set[int] = set()  # a tree's losses on this node are released together
     for (wl_pos, gi), pods in sorted(by_group.items()):
         g = state.by_position[wl_pos].groups[gi]
         if g.spec.parent is not None:
             if wl_pos not in trees:
                 trees.add(wl_pos)
-                lost = {j: sorted(p) for (w, j), p in sorted(by_group.items()) if w == wl_pos}
-                tr.lose(state, g.workload, lost, name, "NodeRemoved", emit)
+                lost_pods = {j: sorted(p) for (w, j), p in sorted(by_group.items()) if w == wl_pos}
+                tr.lose(state, g.workload, lost_pods, name, reason, emit)
             continue
-        _pods_lost(state, g, sorted(pods), name, "NodeRemoved", emit)
+        _pods_lost(state, g, sorted(pods), name, reason, emit)
+
+
+def _no_execute(state: ClusterState, name: str, emit: Emit) -> None:
+    """A node replaced with a NoExecute taint releases the placed pods that do not tolerate it, as
+    node loss does (model.md *Nodes*), reason TaintedNoExecute."""
+    row = state.nodes.index[name]
+    spec = state.nodes.specs[row]
+    if spec is None or row >= len(state.node_pods) or all(t[2] != NO_EXECUTE for t in spec.taints):
+        return
+    taints = spec.taints
+
+    def untolerated(g: Group, pod: int) -> bool:
+        return not af.tolerates_no_execute(g.workload.spec.shapes[g.spec.pod_shapes[pod]].tolerations, taints)
+
+    _node_lost(state, row, name, emit, "TaintedNoExecute", untolerated)
 
 
 def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None, reason: str,
@@ -232,7 +253,10 @@ def _placed(state: ClusterState, g: Group, result: pl.Attempt, emit: Emit, kind:
     emit(kind, data)
     if g.spec.gang or not may_preempt or g.placed == g.total:
         return "placed"
-    return _preempt_one(state, g, next(i for i, n in enumerate(g.node_of) if n < 0), emit, result, data)
+    outcome = _preempt_one(state, g, next(i for i, n in enumerate(g.node_of) if n < 0), emit, result, data)
+    # pods were placed either way: an identical group behind this one may still place some (the
+    # sweep drops a class's bucket only after a try that placed nothing)
+    return "evicted" if outcome == "evicted" else "placed"
 
 
 def _attempt(state: ClusterState, g: Group, pods: list[int], need: int) -> pl.Attempt:

@@ -3,7 +3,7 @@ filter plugins are.
 
 `FILTERS` lists the filters in the order the spec checks them. Each row (`Filter`) is one concern:
 
-- `name`: the row's identity (`SCHEDULABLE`, `SELECTOR`, ...);
+- `name`: the row's identity (`schedulable`, `taints`, `nodeAffinity`, ...);
 - `mask(pod) -> bool array over node rows [0, nodes.count)`: True where the node passes. It is
   vectorised over every row of the node table (dead rows too; callers intersect with what they
   look at) and must not be written to: it may be a cached array or a view of one;
@@ -37,12 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from service.domain import affinity as af
 from service.domain.model import PodShape
 from service.domain.nodes import NodeTable
 
 # reasons, as kube-scheduler's filter plugins say them
 UNSCHEDULABLE = "node(s) were unschedulable"
-SELECTOR = "node(s) didn't match Pod's node selector"
+TAINTED = "node(s) had untolerated taint"  # + " {<key>: <value>}" of the node's first one (affinity.taint_reason)
+AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 TOPOLOGY = "node(s) didn't match pod group topology"
 TOO_MANY_PODS = "Too many pods"
 DEVICES = "cannot allocate all claims"
@@ -84,9 +86,18 @@ def _schedulable(pod: Pod) -> np.ndarray:
     return nodes.schedulable[: nodes.count]
 
 
-def _selector(pod: Pod) -> np.ndarray:
-    nodes = pod.nodes
-    return nodes.selector_mask(pod.shape.node_selector)[: nodes.count]
+def _taints(pod: Pod) -> np.ndarray:
+    return af.taint_mask(pod.nodes, pod.shape.tolerations)
+
+
+def _explain_taints(pod: Pod, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Each node under its first untolerated NoSchedule/NoExecute taint, in the order of its taints."""
+    return af.taint_failures(pod.nodes, pod.shape.tolerations, rows)
+
+
+def _node_affinity(pod: Pod) -> np.ndarray:
+    """kube-scheduler's NodeAffinity: the nodeSelector and the required node affinity, together."""
+    return af.selector_affinity_mask(pod.nodes, pod.shape)
 
 
 def _topology(pod: Pod) -> np.ndarray:
@@ -121,24 +132,33 @@ def _devices(pod: Pod) -> np.ndarray:
 
 
 SCHEDULABLE_ROW = Filter("schedulable", UNSCHEDULABLE, _schedulable, static=True)
-SELECTOR_ROW = Filter("nodeSelector", SELECTOR, _selector, static=True)
+TAINTS_ROW = Filter("taints", TAINTED, _taints, _explain_taints, static=True)
+AFFINITY_ROW = Filter("nodeAffinity", AFFINITY, _node_affinity, static=True)
 TOPOLOGY_ROW = Filter("topology", TOPOLOGY, _topology)
 RESOURCES_ROW = Filter("resources", TOO_MANY_PODS, _resources, _explain_resources)
 DEVICES_ROW = Filter("devices", DEVICES, _devices)
 
-FILTERS: tuple[Filter, ...] = (SCHEDULABLE_ROW, SELECTOR_ROW, TOPOLOGY_ROW, RESOURCES_ROW, DEVICES_ROW)
+FILTERS: tuple[Filter, ...] = (SCHEDULABLE_ROW, TAINTS_ROW, AFFINITY_ROW, TOPOLOGY_ROW, RESOURCES_ROW, DEVICES_ROW)
 STATIC: tuple[Filter, ...] = tuple(f for f in FILTERS if f.static)
 
 
 # -- the two uses -------------------------------------------------------------------------------
 def static_mask(nodes: NodeTable, shape: PodShape) -> np.ndarray:
-    """Rows a pod of this shape may use at all: every static row passes (a new array)."""
+    """Rows a pod of this shape may use at all: every static row passes. Static rows read only the
+    node table and the shape's selector, tolerations and required affinity (a row reading more of
+    the shape must join the key), so the result is cached per key until the next node change
+    (which drops `nodes.masks`); it is read-only."""
+    key = ("static", shape.node_selector, shape.tolerations, shape.required)  # what the static rows read
+    hit = nodes.cached_mask(key)
+    if hit is not None:
+        return hit
     pod = Pod(nodes, shape)
     masks = [f.mask(pod) for f in STATIC]
     out = masks[0] & masks[1] if len(masks) > 1 else masks[0].copy()
     for m in masks[2:]:
         out &= m
-    return out
+    out.flags.writeable = False
+    return nodes.keep_mask(key, out)
 
 
 def explain(pod: Pod, rows: np.ndarray | None = None) -> tuple[dict[str, int], dict[str, np.ndarray]]:

@@ -20,12 +20,23 @@ PREEMPT_LOWER = "PreemptLowerPriority"
 NEVER = "Never"
 
 
+Taint = tuple[str, str, str]  # (key, value, effect)
+Toleration = tuple[str, str, str, str]  # (key, operator, value, effect)
+Requirement = tuple[str, str, tuple[str, ...]]  # (key, operator, values)
+Term = tuple[tuple[Requirement, ...], tuple[Requirement, ...]]  # (matchExpressions, matchFields)
+
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
     labels: tuple[tuple[str, str], ...]
     allocatable: tuple[tuple[str, int], ...]  # sorted by resource name
     unschedulable: bool
+    taints: tuple[Taint, ...] = ()  # in the node's order (explanations name the first untolerated one)
 
     @staticmethod
     def from_body(name: str, body: dict[str, Any]) -> NodeSpec:
@@ -35,6 +46,7 @@ class NodeSpec:
             labels=tuple(sorted((body.get("labels") or {}).items())),
             allocatable=tuple(sorted(alloc.items())),
             unschedulable=bool(body.get("unschedulable", False)),
+            taints=tuple((t["key"], t.get("value") or "", t["effect"]) for t in body.get("taints") or ()),
         )
 
 
@@ -58,10 +70,42 @@ class ClaimRef:
 
 @dataclass(frozen=True)
 class PodShape:
-    """What one pod needs; pods with equal shapes are interchangeable for placement."""
+    """What one pod needs; pods with equal shapes are interchangeable for placement.
+
+    Tolerations and node-affinity terms are held in a canonical order (sorted, values sorted and
+    distinct), so that pods whose specs say the same thing in another order share a shape."""
     requests: tuple[tuple[str, int], ...]  # explicit requests, sorted; may include zeros
     node_selector: tuple[tuple[str, str], ...]
     claims: tuple[ClaimRef, ...]  # the pod's claim entries, in order
+    tolerations: tuple[Toleration, ...] = ()
+    required: tuple[Term, ...] = ()  # required node affinity: any term; () when there is none
+    preferred: tuple[tuple[int, Term], ...] = ()  # (weight, term)
+
+
+def _requirements(items: list[dict[str, Any]] | None) -> tuple[Requirement, ...]:
+    return tuple(sorted({(r["key"], r["operator"], tuple(sorted(set(r.get("values") or ()))))
+                         for r in items or ()}))
+
+
+def _term(body: dict[str, Any] | None) -> Term:
+    body = body or {}
+    return (_requirements(body.get("matchExpressions")), _requirements(body.get("matchFields")))
+
+
+def tolerations_from_body(items: list[dict[str, Any]] | None) -> tuple[Toleration, ...]:
+    return tuple(sorted({(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+                         for t in items or ()}))
+
+
+def node_affinity_from_body(affinity: dict[str, Any] | None) -> tuple[tuple[Term, ...], tuple[tuple[int, Term], ...]]:
+    """(required terms, preferred (weight, term)) of a pod entry's `affinity`, canonical."""
+    node = (affinity or {}).get("nodeAffinity") or {}
+    required = node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = tuple(sorted({_term(t) for t in required.get("nodeSelectorTerms") or ()}))
+    # equal preferred terms add up (kube-scheduler sums every matching term's weight): keep each
+    preferred = tuple(sorted((int(p["weight"]), _term(p.get("preference")))
+                             for p in node.get("preferredDuringSchedulingIgnoredDuringExecution") or ()))
+    return terms, preferred
 
 
 @dataclass(frozen=True)
@@ -114,8 +158,10 @@ def workload_from_submission(data: dict[str, Any]) -> WorkloadSpec:
             requests = tuple(sorted(
                 (r, parse_quantity(v, r)) for r, v in (entry.get("requests") or {}).items() if r != PODS
             ))
+            required, preferred = node_affinity_from_body(entry.get("affinity"))
             shape = PodShape(requests, tuple(sorted((entry.get("nodeSelector") or {}).items())),
-                             _claim_refs(entry.get("resourceClaims")))
+                             _claim_refs(entry.get("resourceClaims")), tolerations_from_body(entry.get("tolerations")),
+                             required, preferred)
             idx = shape_index.setdefault(shape, len(shapes))
             if idx == len(shapes):
                 shapes.append(shape)

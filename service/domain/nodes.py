@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from service.domain.model import NodeSpec
+from service.domain.model import NodeSpec, Taint
 from service.domain.quantity import PODS
 
 # A node that does not declare `pods` never runs out of them.
 UNLIMITED = np.int64(2**62)
 TOUCHED_MAX = 100_000  # NodeTable.touched entries kept before the caches that follow them start over
+MASKS_MAX = 1024  # masks kept in NodeTable.masks (distinct pod shapes between node changes) before they start over
 
 
 class DomainLayout:
@@ -64,6 +65,12 @@ class NodeTable:
         self.alive = np.zeros(0, dtype=bool)
         self.schedulable = np.zeros(0, dtype=bool)  # alive and not cordoned
         self.version = 0  # bumps when labels / node set / cordons change (mask caches)
+        # taints: each row's tuple of taints is interned (one id per distinct tuple, 0 = none), so
+        # that a toleration check runs once per distinct tuple, not per node (affinity.py)
+        self.taint_sets: list[tuple[Taint, ...]] = [()]
+        self._taint_set_index: dict[tuple[Taint, ...], int] = {(): 0}
+        self.taint_ids = np.zeros(0, dtype=np.int64)
+        self.masks: dict[Any, Any] = {}  # affinity.py's masks, dropped with the other caches
         self._selector_cache: dict[tuple[tuple[str, str], ...], np.ndarray] = {}
         # per topology key its domains, and under "<key>\0layout" its DomainLayout
         self._domain_cache: dict[str, tuple[np.ndarray, list[str]] | DomainLayout] = {}
@@ -77,9 +84,10 @@ class NodeTable:
     # -- snapshots: caches are left out, specs travel as plain tuples (pickled ~10x faster)
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["specs"] = [None if sp is None else (sp.name, sp.labels, sp.allocatable, sp.unschedulable)
+        state["specs"] = [None if sp is None else (sp.name, sp.labels, sp.allocatable, sp.unschedulable, sp.taints)
                           for sp in self.specs]
         state["_selector_cache"], state["_domain_cache"], state["_rank"] = {}, {}, None
+        state["masks"] = {}
         state["_col_cache"] = {}
         state["touched"] = []
         return state
@@ -88,6 +96,9 @@ class NodeTable:
         state["specs"] = [None if sp is None else NodeSpec(*sp) for sp in state["specs"]]
         state.setdefault("touched", [])  # snapshots taken before it existed
         state.setdefault("usage_epoch", 0)
+        if "taint_ids" not in state:  # snapshots taken before taints: no node has any
+            state.update(taint_sets=[()], _taint_set_index={(): 0}, masks={},
+                         taint_ids=np.zeros(len(state["alive"]), dtype=np.int64))
         self.__dict__.update(state)
 
     # -- growth ---------------------------------------------------------------------
@@ -118,6 +129,7 @@ class NodeTable:
         self.usage_changed()
         self.alive = np.concatenate([self.alive, np.zeros(extra, dtype=bool)])
         self.schedulable = np.concatenate([self.schedulable, np.zeros(extra, dtype=bool)])
+        self.taint_ids = np.concatenate([self.taint_ids, np.zeros(extra, dtype=np.int64)])
         self._cap = new_cap
 
     # -- changes (called from evolve only) ---------------------------------------------
@@ -146,6 +158,11 @@ class NodeTable:
             self.declared[idx, col] = True
         self.alive[idx] = True
         self.schedulable[idx] = not spec.unschedulable
+        taint_id = self._taint_set_index.get(spec.taints)
+        if taint_id is None:
+            taint_id = self._taint_set_index[spec.taints] = len(self.taint_sets)
+            self.taint_sets.append(spec.taints)
+        self.taint_ids[idx] = taint_id
         self._invalidate()
         return idx
 
@@ -157,6 +174,19 @@ class NodeTable:
         self._rank = None
         self._invalidate()
         return idx
+
+    def cached_mask(self, key: Any) -> np.ndarray | None:
+        """A mask of `masks` (affinity.py, filters.py) if it still covers every row."""
+        hit: np.ndarray | None = self.masks.get(key)
+        return hit if hit is not None and len(hit) == self.count else None
+
+    def keep_mask(self, key: Any, mask: np.ndarray) -> np.ndarray:
+        """Cache a mask until the next node change; a table that has seen many pod shapes since
+        then starts over (each mask is one entry per row)."""
+        if len(self.masks) >= MASKS_MAX:
+            self.masks.clear()
+        self.masks[key] = mask
+        return mask
 
     def note_touched(self, rows: Iterable[int]) -> None:
         """Rows whose usage changed (see `touched`); a list nobody followed for long starts over."""
@@ -174,6 +204,7 @@ class NodeTable:
         self.version += 1
         self._selector_cache.clear()
         self._domain_cache.clear()
+        self.masks.clear()
         self.__dict__["_col_cache"] = {}
 
     # -- queries ----------------------------------------------------------------------

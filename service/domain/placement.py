@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from service.domain import affinity as af
 from service.domain import dra, explain_topology, filters
 from service.domain.explain_topology import add_counts
+from service.domain.model import PodShape
 from service.domain.state import ClusterState, Group
 
 _EPS = 1e-9
@@ -160,14 +162,38 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
             mask = mask & allowed
         cols = _requested_cols(state, g, shape)
         rows, scores = _fitting_rows(state, np.flatnonzero(mask), cols, vec)
-        if dra.pod_needs_devices(g, pods[i]):
-            failed = _place_run_devices(state, g, pods[i:run_end], rows, scores, cols, vec, trial, placements)
-        else:
-            failed = _place_run(state, pods[i:run_end], rows, scores, cols, vec, trial, placements)
+        devices = dra.pod_needs_devices(g, pods[i])
+        run = pods[i:run_end]
+        failed: int | None = None
+        for tier_rows, tier_scores in _tiers(state, wl.spec.shapes[shape], rows, scores):
+            if devices:
+                failed = _place_run_devices(state, g, run, tier_rows, tier_scores, cols, vec, trial, placements)
+            else:
+                failed = _place_run(state, run, tier_rows, tier_scores, cols, vec, trial, placements)
+            if failed is None:
+                break
+            run = run[run.index(failed):]  # the pods after it were not tried: on to the next tier
         if failed is not None and explain and failure is None:
             failure = explain_pod(state, g, failed, allowed, trial)
         i = run_end
     return placements, failure
+
+
+def _tiers(state: ClusterState, shape: PodShape, rows: np.ndarray,
+           scores: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The feasible rows split by model.md *Placing a group* step 2's first two keys (preferred
+    weights, then untolerated PreferNoSchedule taints: one exact integer, affinity.order_key),
+    best first; the score orders each tier. Pods of one shape fill a tier before the next: a row
+    only fills up, so a tier that cannot take a pod never takes a later one of the run. Without
+    preferred terms or PreferNoSchedule taints, one tier: the score alone, as before."""
+    order = af.order_key(state.nodes, shape)
+    if order is None or not len(rows):
+        return [(rows, scores)]
+    keys = order[rows]
+    levels = np.unique(keys)
+    if len(levels) == 1:
+        return [(rows, scores)]
+    return [(rows[keys == level], scores[keys == level]) for level in levels[::-1]]
 
 
 def _fitting_rows(state: ClusterState, rows: np.ndarray, cols: np.ndarray,
@@ -435,7 +461,8 @@ def _domain_fits(state: ClusterState, g: Group, shape: int, layout: Any, vec: np
                  cols: np.ndarray) -> _DomainFits:
     nodes = state.nodes
     touched = nodes.touched
-    key = (vec.tobytes(), g.workload.spec.shapes[shape].node_selector)
+    spec = g.workload.spec.shapes[shape]
+    key = (vec.tobytes(), spec.node_selector, spec.tolerations, spec.required)  # what base_mask reads
     hit: _DomainFits | None = layout.fits.get(key)
     # a new resource column, and every reset of `touched`, bumps the epoch
     if hit is None or hit.epoch != nodes.usage_epoch:

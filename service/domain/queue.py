@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sortedcontainers import SortedList
 
+from service.domain import filters
+
 if TYPE_CHECKING:
     from service.domain.state import ClusterState, Group, QueueKey
 
@@ -98,8 +100,7 @@ def fit_counts(state: ClusterState, g: Group, rows: np.ndarray, extra: np.ndarra
     # a row holds at most the group's pods: without the cap an unlimited resource (`pods` where
     # nodes do not declare it, 2**62 free) would overflow the sums of these counts
     np.clip(fit, 0, g.total, out=fit)
-    sel = nodes.selector_mask(g.workload.spec.shapes[shape].node_selector)
-    ok = nodes.schedulable[rows] & sel[rows]
+    ok = filters.static_mask(nodes, g.workload.spec.shapes[shape])[rows]  # what placement may use
     return np.where(ok, fit, 0)
 
 
@@ -140,7 +141,7 @@ def grown_bound(state: ClusterState, g: Group, bound: int, rows: np.ndarray, pre
     if len(rows) == 0:
         return bound
     shape = g.workload.spec.shapes[g.spec.pod_shapes[0]]
-    key = (shape.requests, shape.node_selector, g.spec.topology_key,
+    key = (shape.requests, shape.node_selector, shape.tolerations, shape.required, g.spec.topology_key,
            g.workload.spec.priority if pre else None)
     if memo is None or key not in memo:
         gain: int = _gain(state, g, rows, pre)

@@ -35,7 +35,9 @@ def node_view(state: ClusterState, name: str) -> dict[str, Any] | None:
                          "podGroup": g.spec.name, "pod": g.spec.pod_names[pod]})
     return {"name": name, "labels": dict(spec.labels),
             "allocatable": {r: format_quantity(v, r) for r, v in spec.allocatable},
-            "unschedulable": spec.unschedulable, "allocated": allocated, "free": free, "pods": pods}
+            "unschedulable": spec.unschedulable,
+            "taints": [{"key": key, "value": value, "effect": effect} for key, value, effect in spec.taints],
+            "allocated": allocated, "free": free, "pods": pods}
 
 
 def node_views(state: ClusterState) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from service.schemas.devices import (
 )
 from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.inventory import Node, PriorityClass
+from service.schemas.scheduling import taint_errors
 from service.schemas.workload import MAX_PODS_PER_WORKLOAD, Workload
 
 BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload"]
@@ -235,7 +236,13 @@ def slice_cross_field_errors(body: dict[str, Any]) -> list[tuple[tuple[Any, ...]
     return errors
 
 
-_CROSS_FIELD = {"Workload": workload_cross_field_errors, "ResourceSlice": slice_cross_field_errors}
+def node_cross_field_errors(body: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    """A node's distinct (key, effect) taints, as for workloads: named also when it fails elsewhere."""
+    return [(("taints", *where), msg) for where, msg in taint_errors(body.get("taints"))]
+
+
+_CROSS_FIELD = {"Workload": workload_cross_field_errors, "ResourceSlice": slice_cross_field_errors,
+                "Node": node_cross_field_errors}
 
 
 def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[str, Any], *,

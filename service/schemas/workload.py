@@ -10,6 +10,7 @@ from service.schemas.devices import ResourceClaimSpec
 from service.schemas.errors import duplicate_names as _duplicates
 from service.schemas.errors import raise_errors
 from service.schemas.names import DNSLabel, DNSSubdomain, LabelMap, QualifiedName
+from service.schemas.scheduling import MAX_TOLERATIONS, Affinity, Toleration
 
 if TYPE_CHECKING:
     from service.schemas.composite import CompositePodGroup
@@ -64,6 +65,8 @@ class PodEntry(StrictModel):
     count: StrictInt = Field(1, ge=1, le=MAX_PODS_PER_WORKLOAD)
     requests: Requests = Field(default_factory=dict)
     node_selector: LabelMap = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=MAX_TOLERATIONS)
+    affinity: Affinity = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
     resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
 
     @model_validator(mode="after")

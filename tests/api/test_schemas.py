@@ -140,7 +140,13 @@ def test_samples_follow_their_schema(kind):
     ("Node", {"labels": {"a b": "x"}}),
     ("Node", {"allocatable": {"cpu": "1 core"}}),
     ("Node", {"unschedulable": "no"}),
-    ("Node", {"taints": []}),
+    ("Node", {"taints": [{"key": "a", "effect": "NoEntry"}]}),
+    ("Node", {"providerID": "x"}),
+    ("Workload", {**WORKLOAD, "podGroups": [{**WORKLOAD["podGroups"][0], "pods": [
+        {"name": "p", "tolerations": [{"key": "a", "operator": "Exists", "tolerationSeconds": 1}]}]}]}),
+    ("Workload", {**WORKLOAD, "podGroups": [{**WORKLOAD["podGroups"][0], "pods": [
+        {"name": "p", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Near"}]}]}}}}]}]}),
     ("PriorityClass", {"value": 2_000_000_000}),
     ("Workload", {**WORKLOAD, "podGroups": []}),
     ("Workload", {**WORKLOAD, "name": "Train"}),

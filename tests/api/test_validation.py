@@ -64,6 +64,23 @@ def _do(*mutations: Mutation) -> Mutation:
 
 
 POD = ["podGroups", 0, "pods", 0]
+TAINTED_NODE: dict[str, Any] = {**NODE, "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                                                   {"key": "example.com/drain", "effect": "NoExecute"}]}
+REQUIRED = [*POD, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"]
+EXPR = [*REQUIRED, 0, "matchExpressions", 0]
+FIELD = [*REQUIRED, 0, "matchFields", 0]
+PREFERRED = [*POD, "affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"]
+AFFINE_WORKLOAD: dict[str, Any] = body(WORKLOAD)
+AFFINE_WORKLOAD["podGroups"][0]["pods"][0].update({
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": "example.com/drain", "value": "soon"}],
+    "affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "example.com/gpu-model", "operator": "In", "values": ["H100", "H200"]}],
+             "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 50, "preference": {"matchExpressions": [{"key": "example.com/pool", "operator": "Exists"}]}}]}}})
+TOLERATION = [*POD, "tolerations", 0]
 GPU_REQUEST = ["resourceClaimTemplates", 0, "spec", "devices", "requests", 0]
 
 CASES: list[tuple[str, str, dict[str, Any], Mutation, list[Any]]] = [
@@ -86,9 +103,74 @@ CASES: list[tuple[str, str, dict[str, Any], Mutation, list[Any]]] = [
     ("label value too long", NODE_URL, NODE, _set(["labels", "a"], "v" * 64), ["labels", "a"]),
     ("label value not a string", NODE_URL, NODE, _set(["labels", "a"], 1), ["labels", "a"]),
     ("unschedulable as a string", NODE_URL, NODE, _set(["unschedulable"], "false"), ["unschedulable"]),
-    ("unknown node field", NODE_URL, NODE, _set(["taints"], []), ["taints"]),
+    ("unknown node field", NODE_URL, NODE, _set(["providerID"], "x"), ["providerID"]),
     ("name differs from the path", NODE_URL, NODE, _set(["name"], "n2"), ["name"]),
     ("null for an optional field", NODE_URL, NODE, _set(["labels"], None), ["labels"]),
+    # -- taints ----------------------------------------------------------------------------------
+    ("taint effect unknown", NODE_URL, TAINTED_NODE, _set(["taints", 0, "effect"], "NoEntry"), ["taints", 0, "effect"]),
+    ("taint without effect", NODE_URL, TAINTED_NODE, _delete(["taints", 0, "effect"]), ["taints", 0, "effect"]),
+    ("taint without key", NODE_URL, TAINTED_NODE, _delete(["taints", 0, "key"]), ["taints", 0, "key"]),
+    ("taint key not a label key", NODE_URL, TAINTED_NODE, _set(["taints", 0, "key"], "nvidia.com/gpu/x"),
+     ["taints", 0, "key"]),
+    ("taint value not a label value", NODE_URL, TAINTED_NODE, _set(["taints", 0, "value"], "-present"),
+     ["taints", 0, "value"]),
+    ("taint with timeAdded", NODE_URL, TAINTED_NODE, _set(["taints", 1, "timeAdded"], "2026-01-01T00:00:00Z"),
+     ["taints", 1, "timeAdded"]),
+    ("same key and effect twice", NODE_URL, TAINTED_NODE,
+     lambda d: d["taints"].append({"key": "nvidia.com/gpu", "value": "other", "effect": "NoSchedule"}), ["taints", 2]),
+    ("33 taints", NODE_URL, TAINTED_NODE,
+     _set(["taints"], [{"key": f"example.com/t{i}", "effect": "NoSchedule"} for i in range(33)]), ["taints"]),
+    ("taints not a list", NODE_URL, TAINTED_NODE, _set(["taints"], {"key": "a"}), ["taints"]),
+    # -- tolerations -----------------------------------------------------------------------------
+    ("tolerationSeconds", WL_URL, AFFINE_WORKLOAD, _set([*TOLERATION, "tolerationSeconds"], 300),
+     [*TOLERATION, "tolerationSeconds"]),
+    ("Exists with a value", WL_URL, AFFINE_WORKLOAD, _set([*TOLERATION, "value"], "present"), [*TOLERATION, "value"]),
+    ("empty key with Equal", WL_URL, AFFINE_WORKLOAD,
+     _do(_delete([*TOLERATION, "key"]), _set([*TOLERATION, "operator"], "Equal")), [*TOLERATION, "operator"]),
+    ("unknown toleration operator", WL_URL, AFFINE_WORKLOAD, _set([*TOLERATION, "operator"], "Gt"), [*TOLERATION, "operator"]),
+    ("unknown toleration effect", WL_URL, AFFINE_WORKLOAD, _set([*TOLERATION, "effect"], "NoEntry"), [*TOLERATION, "effect"]),
+    ("toleration key not a label key", WL_URL, AFFINE_WORKLOAD, _set([*TOLERATION, "key"], "Bad Key"), [*TOLERATION, "key"]),
+    ("toleration value not a label value", WL_URL, AFFINE_WORKLOAD,
+     _do(_set([*TOLERATION, "operator"], "Equal"), _set([*TOLERATION, "value"], "a" * 64)), [*TOLERATION, "value"]),
+    ("33 tolerations", WL_URL, AFFINE_WORKLOAD, _set([*POD, "tolerations"], [{"operator": "Exists"}] * 33),
+     [*POD, "tolerations"]),
+    # -- node affinity ---------------------------------------------------------------------------
+    ("unknown affinity operator", WL_URL, AFFINE_WORKLOAD, _set([*EXPR, "operator"], "Within"), [*EXPR, "operator"]),
+    ("In without values", WL_URL, AFFINE_WORKLOAD, _delete([*EXPR, "values"]), [*EXPR, "values"]),
+    ("NotIn with no values", WL_URL, AFFINE_WORKLOAD, _do(_set([*EXPR, "operator"], "NotIn"), _set([*EXPR, "values"], [])),
+     [*EXPR, "values"]),
+    ("Exists with values", WL_URL, AFFINE_WORKLOAD, _set([*EXPR, "operator"], "Exists"), [*EXPR, "values"]),
+    ("DoesNotExist with values", WL_URL, AFFINE_WORKLOAD, _set([*EXPR, "operator"], "DoesNotExist"), [*EXPR, "values"]),
+    ("Gt with a non-integer", WL_URL, AFFINE_WORKLOAD, _do(_set([*EXPR, "operator"], "Gt"), _set([*EXPR, "values"], ["1.5"])),
+     [*EXPR, "values", 0]),
+    ("Lt with two values", WL_URL, AFFINE_WORKLOAD, _do(_set([*EXPR, "operator"], "Lt"), _set([*EXPR, "values"], ["1", "2"])),
+     [*EXPR, "values"]),
+    ("Gt beyond int64", WL_URL, AFFINE_WORKLOAD, _do(_set([*EXPR, "operator"], "Gt"), _set([*EXPR, "values"], ["9" * 19])),
+     [*EXPR, "values", 0]),
+    ("expression key not a label key", WL_URL, AFFINE_WORKLOAD, _set([*EXPR, "key"], "a/b/c"), [*EXPR, "key"]),
+    ("expression value not a label value", WL_URL, AFFINE_WORKLOAD, _set([*EXPR, "values", 1], "H 200"),
+     [*EXPR, "values", 1]),
+    ("unknown expression field", WL_URL, AFFINE_WORKLOAD, _set([*EXPR, "value"], "H100"), [*EXPR, "value"]),
+    ("matchFields on labels", WL_URL, AFFINE_WORKLOAD, _set([*FIELD, "key"], "metadata.labels"), [*FIELD, "key"]),
+    ("matchFields with Exists", WL_URL, AFFINE_WORKLOAD, _set([*FIELD, "operator"], "Exists"), [*FIELD, "operator"]),
+    ("matchFields with two names", WL_URL, AFFINE_WORKLOAD, _set([*FIELD, "values"], ["n1", "n2"]), [*FIELD, "values"]),
+    ("matchFields with a bad name", WL_URL, AFFINE_WORKLOAD, _set([*FIELD, "values"], ["N_1"]), [*FIELD, "values", 0]),
+    ("no node selector terms", WL_URL, AFFINE_WORKLOAD, _set(REQUIRED, []), REQUIRED),
+    ("33 node selector terms", WL_URL, AFFINE_WORKLOAD, _set(REQUIRED, [{"matchExpressions": []}] * 33), REQUIRED),
+    ("65 expressions in a term", WL_URL, AFFINE_WORKLOAD,
+     _set([*REQUIRED, 0, "matchExpressions"], [{"key": "a", "operator": "Exists"}] * 65), [*REQUIRED, 0, "matchExpressions"]),
+    ("terms not a list", WL_URL, AFFINE_WORKLOAD, _set(REQUIRED, {"matchExpressions": []}), REQUIRED),
+    ("preferred weight zero", WL_URL, AFFINE_WORKLOAD, _set([*PREFERRED, 0, "weight"], 0), [*PREFERRED, 0, "weight"]),
+    ("preferred weight above 100", WL_URL, AFFINE_WORKLOAD, _set([*PREFERRED, 0, "weight"], 101), [*PREFERRED, 0, "weight"]),
+    ("preferred without preference", WL_URL, AFFINE_WORKLOAD, _delete([*PREFERRED, 0, "preference"]),
+     [*PREFERRED, 0, "preference"]),
+    ("preferred bad expression", WL_URL, AFFINE_WORKLOAD,
+     _set([*PREFERRED, 0, "preference", "matchExpressions", 0, "values"], ["x"]),
+     [*PREFERRED, 0, "preference", "matchExpressions", 0, "values"]),
+    ("33 preferred terms", WL_URL, AFFINE_WORKLOAD,
+     _set(PREFERRED, [{"weight": 1, "preference": {}}] * 33), PREFERRED),
+    ("pod affinity is not supported", WL_URL, AFFINE_WORKLOAD, _set([*POD, "affinity", "podAffinity"], {}),
+     [*POD, "affinity", "podAffinity"]),
     # -- device classes ------------------------------------------------------------------------
     ("CEL that does not compile", CLASS_URL, DEVICE_CLASS,
      _set(["selectors", 0, "cel", "expression"], "device.driver =="), ["selectors", 0, "cel", "expression"]),
@@ -203,6 +285,39 @@ def test_bad_body_is_a_422_naming_the_field(client, service, url, template, muta
     mutate(doc)
     method = "POST" if url == WL_URL else "PUT"
     assert_422(client.request(method, url, json=doc), ["body", *loc])
+    assert service.executed == []
+
+
+def test_taints_tolerations_and_affinity_come_back_as_sent(client, service):
+    assert client.put(NODE_URL, json=TAINTED_NODE).status_code == 200
+    assert service.executed[-1][0].body == TAINTED_NODE
+    assert client.post(WL_URL, json=AFFINE_WORKLOAD).status_code == 201
+    pod = service.executed[-1][0].body["podGroups"][0]["pods"][0]
+    assert pod == AFFINE_WORKLOAD["podGroups"][0]["pods"][0]
+    many = {"tolerations": [{"operator": "Exists"}, {"key": "a", "operator": "Exists", "effect": "NoExecute"},
+                            {"key": "a", "value": "", "effect": "PreferNoSchedule"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {}, {"matchExpressions": [{"key": "n", "operator": op, "values": vals} for op, vals in
+                                          (("In", ["a"]), ("NotIn", ["b", "c"]), ("Gt", ["007"]), ("Lt", ["9"]))]
+                 + [{"key": "e", "operator": "Exists"}, {"key": "d", "operator": "DoesNotExist"}]}]}}}}
+    doc = {"name": "w", "podGroups": [{"name": "g", "schedulingPolicy": {"basic": {}}, "pods": [{"name": "p", **many}]}]}
+    assert client.post(WL_URL, json=doc).status_code == 201
+
+
+def test_affinity_errors_are_all_named(client, service):
+    """Every bad toleration, expression and term of one body in one answer."""
+    doc = body(AFFINE_WORKLOAD)
+    pod = doc["podGroups"][0]["pods"][0]
+    pod["tolerations"][0]["value"] = "x"
+    pod["tolerations"][1]["tolerationSeconds"] = 1
+    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    term["matchExpressions"].append({"key": "k", "operator": "Gt", "values": ["x"]})
+    doc["podGroups"][0]["schedulingPolicy"]["gang"]["minCount"] = 9
+    errors = assert_422(client.post(WL_URL, json=doc), ["body", *TOLERATION, "value"],
+                        ["body", *POD, "tolerations", 1, "tolerationSeconds"],
+                        ["body", *REQUIRED, 0, "matchExpressions", 1, "values", 0],
+                        ["body", "podGroups", 0, "schedulingPolicy", "gang", "minCount"])
+    assert len(errors) == 4
     assert service.executed == []
 
 

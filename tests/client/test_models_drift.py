@@ -27,21 +27,13 @@ OPENAPI = json.loads((CONTRACTS / "openapi.json").read_text())
 # yet. When a contract gains one, it is compared like any other field (this set only excuses absence).
 AHEAD = {
     "Workload.compositePodGroups": "composite pod groups (composite.md)",
-    "Workload.compositePodGroups[].podGroups[].pods[].tolerations": "tolerations (model.md, Node affinity and tolerations)",
-    "Workload.compositePodGroups[].podGroups[].pods[].affinity": "node affinity (model.md, Node affinity and tolerations)",
     "Workload.podGroups[].count": "count on pod groups inside a composite pod group (composite.md)",
-    "Workload.podGroups[].pods[].tolerations": "tolerations (model.md, Node affinity and tolerations)",
-    "Workload.podGroups[].pods[].affinity": "node affinity (model.md, Node affinity and tolerations)",
-    "Node.taints": "node taints (model.md, Nodes)",
 }
 # The same inside answers, by the name of the contract's schema (a view nests request bodies and views at
 # any depth: `getState.200.workloads[].spec.podGroups[].count` is PodGroup.count).
 AHEAD_IN_SCHEMAS = {
     "Workload.compositePodGroups": AHEAD["Workload.compositePodGroups"],
     "PodGroup.count": AHEAD["Workload.podGroups[].count"],
-    "PodEntry.tolerations": AHEAD["Workload.podGroups[].pods[].tolerations"],
-    "PodEntry.affinity": AHEAD["Workload.podGroups[].pods[].affinity"],
-    "NodeView.taints": AHEAD["Node.taints"], "NodeAnswer.taints": AHEAD["Node.taints"],
     "WorkloadStatus.compositePodGroups": "composite pod groups in the workload view (composite.md, Views)",
     "PodGroupStatus.parent": "a pod group's parent in the workload view (composite.md, Views)",
 }

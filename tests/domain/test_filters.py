@@ -29,7 +29,7 @@ def test_each_node_counts_under_the_first_row_that_rejects_it():
     s = _cluster()
     s.submit("big", basic("g", {**pods(1, cpu="16"), "nodeSelector": {"pool": "a"}}))
     # cordoned fails schedulable (not also the selector), other-pool the selector (not also cpu)
-    assert _reasons(s, "big") == {filters.UNSCHEDULABLE: 1, filters.SELECTOR: 1, "Insufficient cpu": 2}
+    assert _reasons(s, "big") == {filters.UNSCHEDULABLE: 1, filters.AFFINITY: 1, "Insufficient cpu": 2}
 
 
 def test_placement_uses_only_nodes_every_static_row_passes():
@@ -41,20 +41,20 @@ def test_placement_uses_only_nodes_every_static_row_passes():
 
 
 def test_a_row_added_to_the_table_is_obeyed_by_placement_and_explanations(monkeypatch: pytest.MonkeyPatch):
-    reason = "node(s) had untolerated taint {example: x}"
+    reason = "node(s) didn't pass the example filter"
 
     def not_fits(pod: filters.Pod) -> np.ndarray:
         nodes = pod.nodes
         return np.array([name != "fits" for name in nodes.names[: nodes.count]], dtype=bool)
 
-    row = filters.Filter("taints", reason, not_fits, static=True)
+    row = filters.Filter("example", reason, not_fits, static=True)
     table = (filters.FILTERS[0], row, *filters.FILTERS[1:])
     monkeypatch.setattr(filters, "FILTERS", table)
     monkeypatch.setattr(filters, "STATIC", tuple(f for f in table if f.static))
     s = _cluster()
     s.submit("w", basic("g", {**pods(1, cpu="2"), "nodeSelector": {"pool": "a"}}))
     assert s.placements("w") == {"p-0": None}
-    assert _reasons(s, "w") == {filters.UNSCHEDULABLE: 1, reason: 1, filters.SELECTOR: 1, "Insufficient cpu": 1}
+    assert _reasons(s, "w") == {filters.UNSCHEDULABLE: 1, reason: 1, filters.AFFINITY: 1, "Insufficient cpu": 1}
 
 
 def test_a_snapshot_of_a_state_with_devices_decides_as_the_live_state():

@@ -85,7 +85,9 @@ def _a_group_with(sim: Sim, key: tuple) -> object | None:
             continue
         for g in wl.groups:
             shape = g.spec.pod_shapes[0]
-            if (sim.state.shape_vector(wl, shape).tobytes(), wl.spec.shapes[shape].node_selector) == key:
+            spec = wl.spec.shapes[shape]
+            if (sim.state.shape_vector(wl, shape).tobytes(), spec.node_selector, spec.tolerations,
+                    spec.required) == key:
                 return g
     return None
 

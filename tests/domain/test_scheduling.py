@@ -88,9 +88,9 @@ def test_node_selector_and_explanation_message():
     s.submit("x", basic("g", entry))
     expl = s.group("x")["explanation"]
     assert expl["message"] == ("0/10 nodes are available: 4 Insufficient cpu, "
-                               "6 node(s) didn't match Pod's node selector.")
+                               "6 node(s) didn't match Pod's node affinity/selector.")
     assert expl["reasons"] == [{"reason": "Insufficient cpu", "nodes": 4},
-                               {"reason": "node(s) didn't match Pod's node selector", "nodes": 6}]
+                               {"reason": "node(s) didn't match Pod's node affinity/selector", "nodes": 6}]
 
 
 def test_too_many_pods_reason():
