@@ -1,12 +1,14 @@
-"""bench/digest.py with the wording left out: the check that a change of explanation text left
-every placement and every victim as it was.
+"""bench/digest.py with the wording left out: the check that a change of explanations left every
+placement and every victim as it was.
 
-Hashes the same streams as digest.py, but drops from each event every `explanation` (at any depth)
-and every `why`, and the `reason` of `PodGroupPreempted` (the victim's why). What is left — the
-inputs, pods and nodes placed, domains, claims, victims and their pods, `wholeGroup`, reprieved
-units (the preemption outcome goes with the explanation) — must hash the same before and after.
-Besides digest.py's streams it hashes a preemption stream that evicts (the quick one does not).
-Copy this file into a checkout of the old code's bench/ and run it there too, then compare:
+Hashes the same streams as digest.py, but drops from each event the explanation parts of
+shared/spec/audit.md (*Verifying across releases*): at any depth every `explanation`, `message`,
+`why` and `rules`; in a victim unit (a `PodGroupPreempted`'s data, an entry of `preemption.victims`)
+its `reason` and `minCount`; in a reprieved unit its `reason`. What is left — the inputs, pods and
+nodes placed, domains, claims, victims and their pods, `wholeGroup`, the reprieved units themselves —
+must hash the same before and after. Besides digest.py's streams it hashes a preemption stream that
+evicts (the quick one does not). Copy this file into a checkout of the old code's bench/ and run it
+there too, then compare:
 
     python bench/placement_digest.py [--quick] [--compare OLD.json]
 """
@@ -24,21 +26,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import digest  # noqa: E402  (patches service.domain.handle on import)
 
-WORDING = ("explanation", "why")
+WORDING = ("explanation", "why", "message", "rules")
+UNIT = ("reason", "minCount")  # of a victim unit or a reprieved one
 
 
-def strip(value: Any) -> Any:
+def strip(value: Any, unit: bool = False) -> Any:
     if isinstance(value, dict):
-        return {k: strip(v) for k, v in value.items() if k not in WORDING}
+        out = {}
+        for k, v in value.items():
+            if k in WORDING or (unit and k in UNIT):
+                continue
+            out[k] = strip(v, k in ("victims", "reprieved"))
+        return out
     if isinstance(value, list):
-        return [strip(v) for v in value]
+        return [strip(v, unit) for v in value]
     return value
 
 
 def _add(self: digest.Digest, event: Any) -> None:
     data = strip(event.data)
-    if event.type == "PodGroupPreempted":
-        data.pop("reason", None)
+    if event.type == "PodGroupPreempted":  # a victim unit
+        for k in UNIT:
+            data.pop(k, None)
     line = json.dumps([event.position, event.type, data], sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     self.sha.update(line.encode())
     self.sha.update(b"\n")

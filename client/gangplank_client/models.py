@@ -225,17 +225,26 @@ class Domain(Model):
 
 
 class Reason(Model):
+    """A node reason: its code and numbers, and its words (rendered by the server)."""
     reason: str
     nodes: int
+    resource: str | None = None
+    key: str | None = None
+    value: str | None = None
+    message: str | None = None
 
 
 class Explanation(Model):
     """Why pods wait (model.md, *Explanations*); a composite's adds children and domain."""
     message: str
     reasons: list[Reason] = Field(default_factory=list)
+    nodes: int | None = None
+    policy: Literal["gang", "basic"] | None = None
+    pods: int | None = None
     placeable_pods: int | None = None
     min_count: int | None = None
     preemption: str | None = None
+    devices: dict[str, Any] | None = None
 
 
 class Condition(Model):

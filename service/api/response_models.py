@@ -79,17 +79,27 @@ class ReleasedPod(TypedDict):
 # -- workloads -------------------------------------------------------------------------------------
 
 class Reason(TypedDict):
+    """A node reason: its code and numbers (audit.md), and its words rendered when read."""
     reason: str
     nodes: int
+    resource: NotRequired[str]
+    key: NotRequired[str]
+    value: NotRequired[str]
+    message: str
 
 
 class Explanation(TypedDict):
-    """Why pods wait (model.md, *Explanations*)."""
+    """Why pods wait (model.md, *Explanations*): the stored codes and numbers (audit.md), with
+    `message` rendered when read (recorded, for a decision upcast from schemaVersion 1)."""
     message: str
     reasons: list[Reason]
+    nodes: NotRequired[int]
+    policy: NotRequired[Literal["gang", "basic"]]
+    pods: NotRequired[int]
     placeablePods: NotRequired[int]
     minCount: NotRequired[int]
     preemption: NotRequired[str | None]
+    devices: NotRequired[dict[str, Any]]
 
 
 class Condition(TypedDict):
@@ -282,6 +292,7 @@ class Health(TypedDict):
 class Version(TypedDict):
     version: str
     api: Literal["v1"]
+    rules: int  # the decider's rules version (audit.md)
 
 
 class ReadinessChecks(TypedDict):

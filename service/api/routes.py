@@ -28,6 +28,7 @@ from service.app.commands import Command, Origin, Replayed, Result, Submission
 from service.app.registry import COMMANDS, CommandSpec
 from service.app.service import Gangplank
 from service.clock import utc_now
+from service.domain.rules import RULES
 from service.schemas import problems
 from service.schemas.envelope import idempotency_key_error
 from service.schemas.errors import InputValidationError
@@ -371,7 +372,7 @@ async def healthz() -> Response[Any]:
 
 
 async def version() -> Response[Any]:
-    return json_response({"version": PACKAGE_VERSION, "api": "v1"})
+    return json_response({"version": PACKAGE_VERSION, "api": "v1", "rules": RULES})
 
 
 async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:

@@ -13,6 +13,7 @@ from typing import Any
 from service.app import audit_tree
 from service.domain import ClusterState, Event, evolve, handle
 from service.domain import events as ev
+from service.domain.reasons import preemption_words, render_decision
 from service.domain.upcasting import upcast
 from service.store.base import GENESIS_HASH, canonical_json, chain_hash
 
@@ -20,6 +21,14 @@ from service.store.base import GENESIS_HASH, canonical_json, chain_hash
 def to_domain(envelope: dict[str, Any]) -> Event:
     return Event(envelope["position"], envelope["type"],
                  upcast(envelope["type"], envelope.get("schemaVersion", 1), envelope["data"]))
+
+
+def read_data(envelope: dict[str, Any]) -> Any:
+    """An event's data as people read it: at the current schemaVersion, a decision's messages
+    rendered from its codes (an upcast one: its recorded words)."""
+    t = envelope["type"]
+    data = upcast(t, envelope.get("schemaVersion", 1), envelope["data"])
+    return render_decision(t, data) if t in ev.DECISION_TYPES else data
 
 
 def _decision_bytes(event: Event) -> str:
@@ -314,7 +323,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
     groups: dict[str, _Group] = {}
     submitted_at, deleted_at, tree = None, None, False
     for env in history:
-        t, d, pos = env["type"], env["data"], env["position"]
+        t, d, pos = env["type"], read_data(env), env["position"]
         when = f"{env.get('recordedAt', '?')} [#{pos}]"
         cause_at = (env.get("metadata") or {}).get("causationPosition")
         cause = None if cause_at in (None, submitted_at) else _input_words(inputs.get(cause_at), cause_at)
@@ -338,7 +347,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             x = d["explanation"]
             msg = x["message"]
             if x.get("preemption"):
-                msg += f" Preemption: {x['preemption']}."
+                msg += f" Preemption: {x['preemption']} ({preemption_words(x['preemption'])})."
             lines.append(f"{when} Group {group} waiting: {_n(x['placeablePods'], 'pod')} placeable, "
                          f"needs {x['minCount']}. {msg}")
             lines.extend(_device_lines(x))
@@ -356,7 +365,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
                 lines.append(f"{when} Group {group} preempted by {p['namespace']}/{p['workload']} group "
                              f"{p['podGroup']} (priority {p['priority']} > {d['priority']}){why}: evicted "
                              f"{_pods(d['pods'])}{' — the whole group' if d['wholeGroup'] else ''}. "
-                             f"Chosen because: {d['reason']}; lower priorities and less important units "
+                             f"Chosen because: {d['message']}; lower priorities and less important units "
                              f"go first, and the fewest that make room.{_released(d)}")
                 _unplace(groups.get(group), d["pods"])
             else:
@@ -391,10 +400,10 @@ def _scheduled(when: str, t: str, d: dict[str, Any], cause: str | None) -> list[
         for v in pre["victims"]:
             lines.append(f"    preempted {v['namespace']}/{v['workload']} group {v['podGroup']} "
                          f"(priority {v['priority']}): {_n(len(v['pods']), 'pod')}"
-                         f"{', the whole group' if v['wholeGroup'] else ''} — {v['why']}.")
+                         f"{', the whole group' if v['wholeGroup'] else ''} — {v['message']}.")
         for r in pre["reprieved"]:
             lines.append(f"    spared {r['namespace']}/{r['workload']} group {r['podGroup']} "
-                         f"(priority {r['priority']}): {r['why']}.")
+                         f"(priority {r['priority']}): {r['message']}.")
     if d.get("explanation"):
         lines.append(f"    still waiting: {d['explanation']['message']}")
         lines.extend(_device_lines(d["explanation"]))

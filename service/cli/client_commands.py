@@ -129,9 +129,23 @@ def get_workloads(namespace: str | None = typer.Option(None, "--namespace", "-n"
         typer.echo(line)
 
 
+def _rendered(event: dict[str, Any]) -> dict[str, Any]:
+    """An event's data with its messages rendered from the codes (events are served as stored)."""
+    from service.domain.events import DECISION_TYPES
+    from service.domain.reasons import render_decision
+    from service.domain.upcasting import upcast
+    data = event.get("data") or {}
+    t = event.get("type", "")
+    try:
+        data = upcast(t, int(event.get("schemaVersion", 1)), data)
+    except (ValueError, TypeError):
+        return data  # a newer server's decision: shown as it came
+    return render_decision(t, data) if t in DECISION_TYPES else data
+
+
 def _summary(event: dict[str, Any]) -> str:
     """One line about a decision or input, as kubectl's Events column reads."""
-    data = event.get("data") or {}
+    data = _rendered(event)
     group = data.get("podGroup") or data.get("compositePodGroup") or ""
     explanation = data.get("explanation") or {}
     pods = data.get("pods") or []

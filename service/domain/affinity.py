@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from service.domain import reasons as rs
 from service.domain.model import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -73,7 +74,7 @@ def untolerated_count(tolerations: tuple[Toleration, ...], taints: Iterable[Tain
 
 def taint_reason(taint: Taint) -> str:
     """kube-scheduler's TaintToleration message."""
-    return f"node(s) had untolerated taint {{{taint[0]}: {taint[1]}}}"
+    return rs.node_words({"reason": rs.UNTOLERATED_TAINT, "key": taint[0], "value": taint[1]})
 
 
 def parse_integer(value: str) -> int | None:

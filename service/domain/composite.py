@@ -85,8 +85,7 @@ class Routine:
             self.placed.append((gi, res))
         explanation = None
         if self.explain and res.placeable < len(pods):
-            explanation = pl.explanation(res.failure, res.placeable, g.spec.min_count,
-                                         len(self.state.nodes.live_indices()))
+            explanation = pl.explanation(res.failure, g, g.placed + res.placeable, len(self.state.nodes.live_indices()))
         return Outcome(ok, res.placeable if ok else 0, explanation, tried_pods=res.placeable)
 
     def place(self, ci: int, allowed: np.ndarray | None) -> Outcome:
@@ -144,10 +143,7 @@ class Routine:
     def _explain(self, ci: int, results: list[tuple[str, str, Outcome]], n: int,
                  domain: dict[str, Any] | None) -> dict[str, Any]:
         spec = self.wl.spec.cpgs[ci]
-        total = spec.children
-        return {
-            "message": f'composite pod group "{spec.name}": {n}/{total} children can be scheduled, '
-                       f"minGroupCount {spec.min_group_count}",
+        return {  # the message is rendered when read (reasons.composite_message)
             "minGroupCount": spec.min_group_count, "satisfiableChildren": n,
             "children": [{"name": name, "kind": kind, "satisfied": out.satisfied,
                           "explanation": out.explanation if _worth_explaining(out) else None}

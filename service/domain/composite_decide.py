@@ -118,8 +118,7 @@ def group_data(state: ClusterState, g: Group, result: pl.Attempt, explain: bool)
         "domain": _domain(g.spec.topology_key, result.domain or g.domain),
     }
     if explain and placed_after < g.total:
-        data["explanation"] = pl.explanation(result.failure, result.placeable, g.spec.min_count,
-                                             len(state.nodes.live_indices()))
+        data["explanation"] = pl.explanation(result.failure, g, placed_after, len(state.nodes.live_indices()))
     return data
 
 

@@ -20,12 +20,14 @@ from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
+from service.domain import reasons as rs
 from service.domain.commands import Rejection as Rejection  # re-exported: decider.accept still works
 from service.domain.commands import accept as accept
 from service.domain.commands import rejection_event as rejection_event
 from service.domain.evolve import evolve
 from service.domain.model import NEVER, NO_EXECUTE
 from service.domain.queue import grown_bound, single_shape
+from service.domain.rules import RULES
 from service.domain.state import ClusterState, Composite, Group
 
 
@@ -42,6 +44,7 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
     out: list[ev.Event] = []
 
     def emit(kind: str, data: dict[str, Any]) -> None:
+        data["rules"] = RULES  # every decision names the rules that made it (audit.md)
         event = ev.Event(state.position + 1, kind, data)
         evolve(state, event)
         out.append(event)
@@ -295,9 +298,7 @@ def _explain_failure(state: ClusterState, g: Group, result: pl.Attempt, preempti
                      emit: Emit) -> None:
     if not g.needs_explanation:
         return  # later failed tries record nothing
-    explanation = pl.explanation(result.failure, result.placeable, g.spec.min_count,
-                                 len(state.nodes.live_indices()),
-                                 (g.placed + result.placeable, g.total) if g.spec.gang else None)
+    explanation = pl.explanation(result.failure, g, g.placed + result.placeable, len(state.nodes.live_indices()))
     explanation["preemption"] = preemption
     emit(ev.POD_GROUP_UNSCHEDULABLE, {**g.ref, "explanation": explanation})
 
@@ -320,9 +321,7 @@ def _placement_data(state: ClusterState, g: Group, result: pl.Attempt,
         data["domain"] = {"key": g.spec.topology_key, "value": result.domain}
     if placed_after < g.total:
         failure = result.failure if result.failure is not None or rest is None else rest.failure
-        data["explanation"] = pl.explanation(failure, result.placeable, g.spec.min_count,
-                                             len(state.nodes.live_indices()),
-                                             (placed_after, g.total) if g.spec.gang else None)
+        data["explanation"] = pl.explanation(failure, g, placed_after, len(state.nodes.live_indices()))
     return data
 
 
@@ -334,15 +333,16 @@ def _emit_preemption(state: ClusterState, g: Group, plan: pre.Plan, emit: Emit, 
     victims = []
     for vg, pods, whole, why in plan.victims:
         victims.append({**vg.ref, "priority": vg.workload.spec.priority,
-                        "pods": [vg.spec.pod_names[p] for p in pods], "wholeGroup": whole, "why": why})
+                        "pods": [vg.spec.pod_names[p] for p in pods], "wholeGroup": whole, "reason": why,
+                        "minCount": vg.spec.min_count})
         emit(ev.POD_GROUP_PREEMPTED, {
             **vg.ref, "priority": vg.workload.spec.priority, "preemptor": preemptor,
             "pods": [{"pod": vg.spec.pod_names[p], "node": names[vg.node_of[p]]} for p in pods],
-            "wholeGroup": whole, "reason": why,
+            "wholeGroup": whole, "reason": why, "minCount": vg.spec.min_count,
             "claimsReleased": dra.claims_released(state.dra, state.nodes, vg, pods)})
     data["preemption"] = {
         "victims": victims,
-        "reprieved": [{**u.describe(), "why": "the preemptor still fits on its nodes with it in place"}
+        "reprieved": [{**u.describe(), "reason": rs.PREEMPTOR_STILL_FITS}
                       for u in plan.reprieved],
     }
     emit(kind, data)

@@ -32,7 +32,8 @@ DECISION_TYPES = (POD_GROUP_SCHEDULED, PODS_SCHEDULED, POD_GROUP_UNSCHEDULABLE,
                   COMPOSITE_POD_GROUP_UNSCHEDULABLE)
 
 # current schemaVersion of every type; older versions are upcast on read (upcasting.py)
-SCHEMA_VERSIONS: dict[str, int] = {t: 1 for t in INPUT_TYPES + DECISION_TYPES}
+# (decisions at 2: `rules` added, reasons as codes and numbers, no words; audit.md)
+SCHEMA_VERSIONS: dict[str, int] = {**{t: 1 for t in INPUT_TYPES}, **{t: 2 for t in DECISION_TYPES}}
 
 
 @dataclass(frozen=True)

@@ -38,20 +38,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.domain import affinity as af
+from service.domain import reasons as rs
 from service.domain.model import PodShape
 from service.domain.nodes import NodeTable
 
-# reasons, as kube-scheduler's filter plugins say them
-UNSCHEDULABLE = "node(s) were unschedulable"
+# reasons, as kube-scheduler's filter plugins say them: the words of the codes in reasons.py (the
+# counts are keyed by them; explanations record the codes, reasons.node_reasons)
+UNSCHEDULABLE = rs.NODE_WORDS[rs.NODE_UNSCHEDULABLE]
 TAINTED = "node(s) had untolerated taint"  # + " {<key>: <value>}" of the node's first one (affinity.taint_reason)
-AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-TOPOLOGY = "node(s) didn't match pod group topology"
-TOO_MANY_PODS = "Too many pods"
-DEVICES = "cannot allocate all claims"
+AFFINITY = rs.NODE_WORDS[rs.NODE_AFFINITY]
+TOPOLOGY = rs.NODE_WORDS[rs.TOPOLOGY]
+TOO_MANY_PODS = rs.NODE_WORDS[rs.TOO_MANY_PODS]
+DEVICES = rs.NODE_WORDS[rs.DEVICES]
 
 
 def insufficient(resource: str) -> str:
-    return f"Insufficient {resource}"
+    return rs.node_words({"reason": rs.INSUFFICIENT, "resource": resource})
 
 
 class Pod:

@@ -20,6 +20,7 @@ import numpy as np
 
 from service.domain import affinity as af
 from service.domain import dra, explain_topology, filters
+from service.domain import reasons as rs
 from service.domain.explain_topology import add_counts
 from service.domain.model import PodShape
 from service.domain.state import ClusterState, Group
@@ -361,22 +362,15 @@ def explain_pod(state: ClusterState, g: Group, pod: int, allowed: np.ndarray | N
     return {"nodes": int(len(live)), "counts": counts, "devices": detail, "pod": pod, "inside": inside}
 
 
-def explanation(failure: dict[str, Any] | None, placeable: int, min_count: int,
-                total_nodes: int, gang: tuple[int, int] | None = None) -> dict[str, Any]:
-    """The recorded explanation: Kubernetes' message plus structured reasons. For a gang, `gang` is
-    (pods placed or placeable, pods of the group): the message then ends with the count against
-    minCount, as Kueue and Volcano users read it (docs/design.md)."""
+def explanation(failure: dict[str, Any] | None, g: Group, placeable: int, total_nodes: int) -> dict[str, Any]:
+    """The recorded explanation (audit.md): codes and numbers, no words. `placeable`: the group's
+    pods placed, or placeable in this try, together. The message is rendered when read
+    (reasons.render_explanation)."""
     counts = failure["counts"] if failure else {}
-    nodes = failure["nodes"] if failure else total_nodes
-    items = sorted(f"{v} {k}" for k, v in counts.items())
-    message = f"0/{nodes} nodes are available"
-    message += (": " + ", ".join(items) + ".") if items else "."
-    if gang is not None:
-        message += f" {gang[0]}/{gang[1]} pods of the gang fit, minCount {min_count}."
-    reasons = sorted(({"reason": k, "nodes": v} for k, v in counts.items()),
-                     key=lambda r: f"{r['nodes']} {r['reason']}")
-    out: dict[str, Any] = {"message": message, "reasons": reasons, "placeablePods": placeable,
-                           "minCount": min_count, "preemption": None}
+    out: dict[str, Any] = {"nodes": failure["nodes"] if failure else total_nodes,
+                           "reasons": rs.node_reasons(counts), "policy": "gang" if g.spec.gang else "basic",
+                           "pods": g.total, "placeablePods": placeable, "minCount": g.spec.min_count,
+                           "preemption": None}
     if failure and failure.get("devices"):
         out["devices"] = failure["devices"]
     return out

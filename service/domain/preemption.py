@@ -30,6 +30,7 @@ import numpy as np
 
 from service.domain import dra
 from service.domain import placement as pl
+from service.domain import reasons as rs
 from service.domain.state import ClusterState, Group
 
 WOULD_NOT_HELP = "PreemptionWouldNotHelp"
@@ -645,17 +646,11 @@ def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
 
 
 def victim_why(g: Group, pods: list[int], whole_unit: bool, escalated: bool) -> str:
-    """Why these pods of `g` are victims: the kind of victim unit, and why it is that kind
-    (model.md *Preemption* step 1). Whether the whole group went is `wholeGroup`, not this."""
+    """The code of the victim unit these pods of `g` are (model.md *Preemption* step 1; words in
+    reasons.VICTIM_WORDS). Whether the whole group went is `wholeGroup`, not this."""
     spec = g.spec
     if whole_unit:
-        if spec.disruption_all:
-            return "whole group: its disruptionMode is All"
-        return f"whole group: a gang with no pods placed above minCount {spec.min_count}"
+        return rs.DISRUPTION_MODE_ALL if spec.disruption_all else rs.GANG_AT_MIN_COUNT
     if escalated:
-        return f"whole group: as single pods the gang would have dropped below minCount {spec.min_count}"
-    if spec.gang:
-        kind = f"single pods: the gang's pods above minCount {spec.min_count} go one by one"
-    else:
-        kind = "single pods: a basic group's pods go one by one"
-    return kind + ("; these were all its placed pods" if len(pods) == g.placed else "")
+        return rs.SURPLUS_EXCEEDED
+    return rs.GANG_SURPLUS if spec.gang else rs.BASIC_PODS

@@ -5,6 +5,7 @@ from typing import Any
 
 from service.domain import dra
 from service.domain.quantity import format_quantity
+from service.domain.reasons import render_explanation
 from service.domain.state import ClusterState
 from service.domain.workload import Composite, Group, Workload, cpg_satisfied, satisfied_children
 
@@ -58,7 +59,7 @@ def group_view(state: ClusterState, g: Group) -> dict[str, Any]:
         "minCount": g.spec.min_count,
         "placedPods": g.placed,
         "domain": g.domain,
-        "explanation": g.explanation if g.pending and g.workload.deleted_at is None else None,
+        "explanation": render_explanation(g.explanation) if g.pending and g.workload.deleted_at is None else None,
         "pods": [{"name": n, "node": names[g.node_of[i]] if g.node_of[i] >= 0 else None}
                  for i, n in enumerate(g.spec.pod_names)],
         "claims": dra.claim_views(state.dra, g),
@@ -84,7 +85,8 @@ def composite_view(wl: Workload, c: Composite) -> dict[str, Any]:
         "satisfiedChildren": satisfied_children(wl, cs.index),
         "children": [wl.spec.groups[gi].name for gi in cs.child_groups] + [spec[cj].name for cj in cs.child_cpgs],
         "domain": None if cs.topology_key is None or c.domain is None else {"key": cs.topology_key, "value": c.domain},
-        "explanation": c.explanation if not satisfied and wl.deleted_at is None else None,
+        "explanation": render_explanation(c.explanation, cs.name, cs.children)
+        if not satisfied and wl.deleted_at is None else None,
         "conditions": sorted(c.conditions.values(), key=lambda x: (x["position"], x["type"])),
     }
 

@@ -66,9 +66,11 @@ def test_the_413_detail_states_the_limit(client: TestClient, service: RecordingG
 def test_version_is_open_to_every_role(secured: TestClient, token: str | None) -> None:
     from importlib.metadata import version
 
+    from service.domain.rules import RULES
+
     response = secured.get("/version", headers=bearer(token) if token else {})
     assert response.status_code == 200
-    assert response.json() == {"version": version("gangplank"), "api": "v1"}
+    assert response.json() == {"version": version("gangplank"), "api": "v1", "rules": RULES}
 
 
 # -- one style of messages: pydantic's, whoever produced them -------------------------------------

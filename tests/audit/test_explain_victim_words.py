@@ -2,6 +2,7 @@
 the victim's `why` names the unit kind; ", the whole group" says only whether the group went."""
 from service.app import audit
 from service.domain import events as ev
+from service.domain.reasons import render_decision
 from tests.domain.sim import Sim, basic, pods
 
 
@@ -11,7 +12,7 @@ def _victim_line(low_pods: int) -> str:
     s.submit("low", basic("b", pods(low_pods)), priority=1)
     s.submit("high", basic("b", pods(1)), priority=10)
     d = next(e.data for e in s.last if e.type == ev.POD_GROUP_SCHEDULED)
-    lines = audit._scheduled("[#9]", ev.POD_GROUP_SCHEDULED, d, None)
+    lines = audit._scheduled("[#9]", ev.POD_GROUP_SCHEDULED, render_decision(ev.POD_GROUP_SCHEDULED, d), None)
     return next(line.strip() for line in lines if "preempted" in line)
 
 

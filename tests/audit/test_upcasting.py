@@ -16,7 +16,7 @@ def _envelopes(sim: Sim, versions: dict[int, int] | None = None) -> list[dict]:
     out, prev = [], GENESIS_HASH
     for e in sim.events:
         body = {"cluster": "c1", "position": e.position, "type": e.type,
-                "schemaVersion": (versions or {}).get(e.position, 1), "data": e.data,
+                "schemaVersion": (versions or {}).get(e.position, ev.SCHEMA_VERSIONS[e.type]), "data": e.data,
                 "metadata": {}, "recordedAt": "2026-11-30T10:00:00.000000Z"}
         h = chain_hash(prev, body)
         out.append({**body, "prevHash": prev, "hash": h})

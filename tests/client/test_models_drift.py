@@ -209,7 +209,8 @@ def test_undescribed_responses_are_still_checked_live(server, cluster):
             c.delete_node("n1"), c.state(at=3, include_finished=True),
         ]
     waits = answers[5]
-    assert waits.status.pod_groups[0].explanation.reasons[0].reason == "Insufficient cpu"
+    reason = waits.status.pod_groups[0].explanation.reasons[0]
+    assert (reason.reason, reason.resource, reason.message) == ("Insufficient", "cpu", "Insufficient cpu")
     assert answers[4].status.pod_groups[0].claims[0].devices[0].device == "gpu-0"
     leftovers = [x for a in answers for x in _leftovers(a, type(a).__name__)]
     assert leftovers == []

@@ -14,6 +14,7 @@ from service.domain import events as ev
 from service.domain.composite import Routine
 from service.domain.events import Event
 from service.domain.evolve import evolve
+from service.domain.reasons import render_explanation
 from service.domain.workload import cpg_satisfied, subtree_groups
 from service.schemas import validate_body
 from service.schemas.errors import InputValidationError
@@ -107,7 +108,8 @@ def test_three_level_tree_with_a_quorum_two_of_three():
     s.submit("filler", basic("b", pods(1, cpu="4")))  # no room: waits
     submit_tree(s, "q2", cpg("top", cpgs=[cpg("mid", cpgs=[shard], min_groups=2)]))
     assert s.types() == [ev.COMPOSITE_POD_GROUP_UNSCHEDULABLE]
-    x = s.last[0].data["explanation"]
+    assert "message" not in s.last[0].data["explanation"]  # rendered when read
+    x = render_explanation(s.last[0].data["explanation"], "top")
     assert x["message"] == 'composite pod group "top": 0/1 children can be scheduled, minGroupCount 1'
     mid = x["children"][0]
     assert mid["kind"] == "CompositePodGroup" and mid["satisfied"] is False

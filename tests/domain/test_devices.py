@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.domain import events as ev
+from service.domain.reasons import render_explanation
 from tests.domain.sim import Sim, basic, gang, pods
 
 GPU = "gpu.example.com"
@@ -98,7 +99,7 @@ def test_match_attribute_fills_nvlink_domains_in_order_and_a_third_waits():
     submit_claiming(s, "c", two)
     assert s.types() == [ev.POD_GROUP_UNSCHEDULABLE]
     expl = s.last[0].data["explanation"]
-    assert expl["message"] == "0/1 nodes are available: 1 cannot allocate all claims."
+    assert render_explanation(expl)["message"] == "0/1 nodes are available: 1 cannot allocate all claims."
     assert expl["devices"] == {"claims": [{
         "claim": "gpus", "sharing": "Pod", "pod": "p-0", "request": "gpu", "deviceClassName": "gpu",
         "needed": 2, "reason": "InsufficientDevices", "nodes": 1, "available": 0, "reachable": 4}]}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from service.domain import events as ev
 from service.domain import filters, placement
+from service.domain.reasons import victim_words
 from tests.domain.sim import Sim, basic, gang, pods
 from tests.domain.test_devices import device_class, gpus_node, template, with_claims
 
@@ -31,8 +32,11 @@ def victims(s: Sim) -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 def one_victim(s: Sim) -> tuple[bool, str]:
     (event, listed), = victims(s)
-    assert (event["wholeGroup"], event["reason"]) == (listed["wholeGroup"], listed["why"])
-    return event["wholeGroup"], event["reason"]
+    # the same unit in both, as codes with minCount; the words are rendered when read
+    assert {k: event[k] for k in ("wholeGroup", "reason", "minCount")} == \
+        {k: listed[k] for k in ("wholeGroup", "reason", "minCount")}
+    assert victim_words(event) == victim_words(listed)
+    return event["wholeGroup"], victim_words(event)
 
 
 # -- victims: why = the kind of unit and why it is that kind; wholeGroup = did the group go ------
@@ -93,7 +97,7 @@ def _racks(s: Sim) -> None:
 
 
 def _reasons(s: Sim, wl: str) -> dict[str, int]:
-    return {r["reason"]: r["nodes"] for r in s.group(wl)["explanation"]["reasons"]}
+    return {r["message"]: r["nodes"] for r in s.group(wl)["explanation"]["reasons"]}
 
 
 def test_every_domain_failing_counts_each_node_under_its_own_reason():

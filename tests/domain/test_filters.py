@@ -22,7 +22,7 @@ def _cluster() -> Sim:
 
 
 def _reasons(s: Sim, wl: str) -> dict[str, int]:
-    return {r["reason"]: r["nodes"] for r in s.group(wl)["explanation"]["reasons"]}
+    return {r["message"]: r["nodes"] for r in s.group(wl)["explanation"]["reasons"]}
 
 
 def test_each_node_counts_under_the_first_row_that_rejects_it():

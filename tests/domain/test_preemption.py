@@ -1,5 +1,6 @@
 """Workload-aware preemption (model.md *Preemption*); capacity counted in pods."""
 from service.domain import events as ev
+from service.domain.reasons import render_explanation
 from tests.domain.sim import Sim, basic, gang, pods
 
 
@@ -189,9 +190,9 @@ def test_basic_group_placed_by_preemption_explains_its_other_pods():
     assert s.placements("hi") == {"p-0": "a", "p-1": None}
     scheduled = next(e for e in s.last if e.type == ev.POD_GROUP_SCHEDULED)
     explanation = scheduled.data["explanation"]
-    assert explanation["message"] == "0/1 nodes are available: 1 Insufficient cpu."
-    assert explanation["reasons"] == [{"reason": "Insufficient cpu", "nodes": 1}]
-    assert s.group("hi")["explanation"]["reasons"] == explanation["reasons"]
+    assert render_explanation(explanation)["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert explanation["reasons"] == [{"reason": "Insufficient", "resource": "cpu", "nodes": 1}]
+    assert s.group("hi")["explanation"]["reasons"] == [{**explanation["reasons"][0], "message": "Insufficient cpu"}]
 
 
 def test_leftover_basic_pod_that_cannot_preempt_records_why_in_the_placement():
@@ -201,6 +202,6 @@ def test_leftover_basic_pod_that_cannot_preempt_records_why_in_the_placement():
     assert s.types() == [ev.POD_GROUP_SCHEDULED]
     explanation = s.last[0].data["explanation"]
     assert explanation["preemption"] == "NoLowerPriorityVictims"
-    assert explanation["reasons"] == [{"reason": "Insufficient cpu", "nodes": 1}]
-    assert s.group("hi")["explanation"] == explanation
+    assert explanation["reasons"] == [{"reason": "Insufficient", "resource": "cpu", "nodes": 1}]
+    assert s.group("hi")["explanation"] == render_explanation(explanation)
     s.assert_replay_equal()

@@ -1,5 +1,6 @@
 """The scheduling rules of model.md, one example each."""
 from service.domain import events as ev
+from service.domain.reasons import render_explanation
 from tests.domain.sim import Sim, basic, gang, pods
 
 
@@ -23,7 +24,7 @@ def test_surplus_pods_placed_and_leftovers_later_one_by_one():
     data = s.last[0].data
     assert s.last[0].type == ev.POD_GROUP_SCHEDULED and len(data["pods"]) == 3
     assert data["explanation"]["placeablePods"] == 3
-    assert data["explanation"]["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+    assert render_explanation(data["explanation"])["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
                                               "3/4 pods of the gang fit, minCount 2.")
     assert s.group("train")["phase"] == "Scheduled" and s.group("train")["explanation"] is not None
     s.node("n2", cpu="1")
@@ -89,8 +90,9 @@ def test_node_selector_and_explanation_message():
     expl = s.group("x")["explanation"]
     assert expl["message"] == ("0/10 nodes are available: 4 Insufficient cpu, "
                                "6 node(s) didn't match Pod's node affinity/selector.")
-    assert expl["reasons"] == [{"reason": "Insufficient cpu", "nodes": 4},
-                               {"reason": "node(s) didn't match Pod's node affinity/selector", "nodes": 6}]
+    assert expl["reasons"] == [
+        {"reason": "Insufficient", "resource": "cpu", "nodes": 4, "message": "Insufficient cpu"},
+        {"reason": "NodeAffinity", "nodes": 6, "message": "node(s) didn't match Pod's node affinity/selector"}]
 
 
 def test_too_many_pods_reason():

@@ -198,7 +198,7 @@ def test_each_operator_places_only_where_it_holds(requirement, expected):
     s.submit("w", basic("g", entry(3, required=[{"matchExpressions": [requirement]}], cpu="1")))
     assert {n for n in s.placements("w").values() if n} == expected
     if len(expected) < 3:
-        assert s.group("w")["explanation"]["reasons"][0]["reason"] in (AFFINITY_MESSAGE, "Insufficient cpu")
+        assert s.group("w")["explanation"]["reasons"][0]["message"] in (AFFINITY_MESSAGE, "Insufficient cpu")
 
 
 def test_terms_are_alternatives_and_fields_name_nodes():
@@ -275,7 +275,7 @@ def test_explanations_count_each_node_under_its_first_failing_filter():
         "0/5 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, "
         "1 node(s) had untolerated taint {b: 1}, 1 node(s) had untolerated taint {nvidia.com/gpu: present}, "
         "1 node(s) were unschedulable.")
-    assert {r["reason"]: r["nodes"] for r in explanation["reasons"]} == {
+    assert {r["message"]: r["nodes"] for r in explanation["reasons"]} == {
         "Insufficient cpu": 1, AFFINITY_MESSAGE: 1, "node(s) had untolerated taint {b: 1}": 1,
         "node(s) had untolerated taint {nvidia.com/gpu: present}": 1, "node(s) were unschedulable": 1}
 
