@@ -324,6 +324,48 @@ WhatIfReport = TypedDict("WhatIfReport", {
 WhatIfReport.__doc__ = "The what-if report (audit.md, *What-if*): both worlds per workload and in totals."
 
 
+class Difference(TypedDict):
+    path: list[str | int]
+    recorded: Any
+    redecided: Any
+
+
+class DecisionOutcome(TypedDict):
+    type: str
+    outcome: dict[str, Any]
+
+
+class Divergence(TypedDict):
+    position: int
+    recorded: DecisionOutcome | None
+    redecided: DecisionOutcome | None
+    differences: list[Difference]
+
+
+class ReplayReport(TypedDict):
+    """The report of replay --verify (audit.md, *Verifying across releases*), with the replay summary."""
+    verdict: Literal["identical", "equivalent", "diverged", "broken"]
+    rules: RulesVersions
+    explanationDiffs: int
+    divergence: Divergence | None
+    firstBadPosition: NotRequired[int]
+    cluster: str
+    position: int
+    events: int
+    inputs: int
+    decisions: int
+    eventsByType: dict[str, int]
+    nodes: int
+    workloads: int
+    activeWorkloads: int
+    pendingGroups: int
+    placedPods: int
+    chainOk: bool
+    head: str
+    firstMismatch: NotRequired[int]
+    mismatch: NotRequired[dict[str, Any]]
+
+
 class ClusterInfo(TypedDict):
     name: str
     lastPosition: int
@@ -377,7 +419,7 @@ ANSWERS: tuple[type, ...] = (
     NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
-    Verification, CheckpointList, WhatIfReport, ClusterList, Health, Version, Readiness,
+    Verification, CheckpointList, WhatIfReport, ReplayReport, ClusterList, Health, Version, Readiness,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

@@ -24,9 +24,11 @@ from service.api.responses import (
     unsupported_media_type,
 )
 from service.api.segments import route_name_errors, segment_errors
+from service.app.audit import StreamContentError
 from service.app.commands import Command, Origin, Replayed, Result, Submission
 from service.app.registry import COMMANDS, CommandSpec
 from service.app.service import Gangplank
+from service.app.verify import NewerRules
 from service.app.whatif import WhatIfInvalid
 from service.clock import utc_now
 from service.domain.rules import RULES
@@ -339,6 +341,25 @@ async def checkpoints(request: Request[Any, Any, Any], cluster: ClusterSegment) 
     return json_response(await service_of(request).queries.checkpoints(cluster))
 
 
+async def replay_verify(
+    request: Request[Any, Any, Any], cluster: ClusterSegment,
+    until: Annotated[int | None, QueryParameter(name="until", ge=0, le=MAX_POSITION,
+                                                description="Re-decide up to this position; default: all.")] = None,
+) -> Response[Any]:
+    """GET /audit/replay (audit.md): the report of replay --verify, from the store; records nothing."""
+    check_segments(("cluster", cluster, "cluster"))
+    try:
+        report = await service_of(request).queries.replay_report(cluster, until)
+    except NewerRules as exc:
+        return problem_response(problem(409, str(exc), position=exc.position,
+                                        rules={"current": RULES, "recorded": exc.recorded}))
+    except StreamContentError as exc:  # a record this code did not write, although its chain holds
+        return problem_response(problem(409, str(exc), position=exc.position))
+    if report is None:
+        return not_found(f"cluster {cluster!r} has no events")
+    return json_response(report)
+
+
 async def what_if(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
     """POST /audit/what-if (audit.md): re-decide the recorded stream under the changes; records nothing."""
     check_segments(("cluster", cluster, "cluster"))
@@ -387,6 +408,8 @@ def cluster_router() -> Router:
             opt={"access": auth.AUDIT})(verify),
         get("/audit/checkpoints", operation_id="listCheckpoints", summary="The cluster's signed checkpoints",
             tags=audit, opt={"access": auth.AUDIT})(checkpoints),
+        get("/audit/replay", operation_id="replayVerify", summary="Re-decide the recorded stream and say the "
+            "verdict (replay --verify)", tags=audit, opt={"access": auth.AUDIT})(replay_verify),
         post("/audit/what-if", operation_id="whatIf", summary="Re-decide the stream under changes (records nothing)",
              tags=audit, status_code=200, opt={"access": auth.AUDIT})(what_if),
     ]

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.app import audit_tree
+from service.app import verify as vd
 from service.domain import ClusterState, Event, evolve, handle
 from service.domain import events as ev
 from service.domain.reasons import preemption_words, render_decision
+from service.domain.rules import RULES
 from service.domain.upcasting import upcast
-from service.store.base import GENESIS_HASH, canonical_json, chain_hash
+from service.store.base import GENESIS_HASH, chain_hash
 
 
 def to_domain(envelope: dict[str, Any]) -> Event:
@@ -31,10 +33,6 @@ def read_data(envelope: dict[str, Any]) -> Any:
     return render_decision(t, data) if t in ev.DECISION_TYPES else data
 
 
-def _decision_bytes(event: Event) -> str:
-    return canonical_json({"position": event.position, "type": event.type, "data": event.data})
-
-
 @dataclass
 class ReplayResult:
     state: ClusterState
@@ -48,6 +46,13 @@ class ReplayResult:
     first_mismatch: int | None = None
     mismatch: dict[str, Any] | None = None
     by_type: dict[str, int] = field(default_factory=dict)
+    recorded_rules: set[int] = field(default_factory=set)  # of the decisions compared (--verify)
+    explanation_diffs: int = 0
+    divergence: dict[str, Any] | None = None
+
+    @property
+    def verdict(self) -> str:
+        return vd.verdict(self.chain_ok, self.first_mismatch is not None, self.recorded_rules)
 
     @property
     def ok(self) -> bool:
@@ -72,6 +77,8 @@ class ReplayResult:
         if self.first_mismatch is not None:
             out["firstMismatch"] = self.first_mismatch
             out["mismatch"] = self.mismatch
+        if self.chain_checked:  # the verdict of replay --verify (audit.md)
+            out.update(vd.report(self.verdict, self.recorded_rules, self.explanation_diffs, self.divergence))
         return out
 
 
@@ -130,6 +137,11 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
         last_hash = env.get("hash", last_hash)
         try:
             expected = _fold(result, to_domain(env), expected, verify)
+        except vd.NewerRules:
+            if verify and not result.chain_ok:
+                result.head = prev_hash
+                return result  # the broken chain is the answer
+            raise
         except Exception as exc:  # what this code did not write: a record altered, or from elsewhere
             if verify and not result.chain_ok:
                 result.head = prev_hash
@@ -167,9 +179,17 @@ def _fold(result: ReplayResult, event: Event, expected: list[Event], verify: boo
     else:
         result.decisions += 1
         if verify and result.first_mismatch is None:
-            if not expected or _decision_bytes(expected[0]) != _decision_bytes(event):
+            recorded_rules = vd.rules_of(event.data)
+            if recorded_rules > RULES:
+                raise vd.NewerRules(event.position, recorded_rules)
+            result.recorded_rules.add(recorded_rules)
+            same = vd.DIVERGED
+            if expected and expected[0].position == event.position:
+                same = vd.compare(event.type, event.data, expected[0].type, expected[0].data)
+            if same == vd.DIVERGED:
                 _mismatch(result, event.position, expected[0] if expected else None, event)
             else:
+                result.explanation_diffs += same == vd.EXPLANATION
                 expected.pop(0)
         else:
             evolve(state, event)
@@ -202,6 +222,10 @@ def _broken(result: ReplayResult, position: int, head: str) -> ReplayResult:
 
 def _mismatch(result: ReplayResult, position: int, redecided: Event | None, recorded: Event | None) -> None:
     result.first_mismatch = position
+    if redecided is not None and redecided.position != position:
+        redecided = None  # re-decided at another position: none at this one
+    result.divergence = vd.divergence(position, None if recorded is None else (recorded.type, recorded.data),
+                                          None if redecided is None else (redecided.type, redecided.data))
     result.mismatch = {
         "recorded": None if recorded is None else {"type": recorded.type, "data": recorded.data},
         "redecided": None if redecided is None else {"type": redecided.type, "data": redecided.data},

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from service.app import whatif
+from service.app import audit, whatif
 from service.app.cache import ClusterCache
 from service.app.handler import AppendSignal
 from service.domain import ClusterState, views
@@ -117,6 +117,21 @@ class QueryService:
         if not rows:
             return None
         return await asyncio.to_thread(lambda: whatif.report(cluster, whatif.domain_events(rows), changes))
+
+    async def replay_report(self, cluster: str, until: int | None = None) -> dict[str, Any] | None:
+        """The report of `replay --verify` (audit.md): the stream re-decided from its recorded
+        inputs, read from the store (never the live state) and decided in a worker thread; None
+        when the cluster has no events. Raises verify.NewerRules for decisions of newer rules."""
+        last = await self.store.last_position(cluster)
+        if last == 0:
+            return None
+        envelopes: list[dict[str, Any]] = []
+        after = 0
+        while batch := await self.store.read(cluster, after=after, limit=10_000, until=until):
+            envelopes.extend(e.envelope() for e in batch)
+            after = batch[-1].position
+        return await asyncio.to_thread(
+            lambda: audit.replay(envelopes, cluster, verify=True, until=until, last=last).summary())
 
     async def checkpoints(self, cluster: str) -> dict[str, Any]:
         """The cluster's signed checkpoints (audit.md), by position."""

@@ -131,10 +131,13 @@ def _friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             _fail(f"error: {exc}")
         except Exception as exc:
             from service.app.audit import StreamOrderError
+            from service.app.verify import NewerRules
             from service.store.base import StoreError
 
             if isinstance(exc, StreamOrderError):
                 _fail(f"error: {exc}")
+            if isinstance(exc, NewerRules):  # audit.md: cannot be re-decided by this code
+                _fail(f"error: {exc}", CANNOT_RUN)
             if isinstance(exc, StoreError):  # the store translates its driver's errors
                 if (missing := re.search(r"no such table: \w+", str(exc))) is not None:  # SQLite never migrated
                     _fail(f"error: the database has no schema ({missing.group()}): "
@@ -390,7 +393,10 @@ def replay(cluster: str | None = typer.Option(
                help="The cluster whose stream to replay (with --from-file: default, the file's cluster)."),
            until: int | None = UntilOpt,
            verify: bool = typer.Option(False, "--verify", help="Re-decide every input, compare every decision "
-                                                               "byte for byte and recompute the hash chain."),
+                                                               "with the recorded one and recompute the hash chain; "
+                                                               "prints the verdict (audit.md)."),
+           strict: bool = typer.Option(False, "--strict", help="With --verify: exit 1 for an equivalent verdict "
+                                                               "(decisions recorded under older rules)."),
            from_file: str | None = typer.Option(None, "--from-file", metavar="FILE",
                                                 help="Replay an export (gangplank export), without any database."),
            public_key: str | None = PublicKeyOpt,
@@ -419,7 +425,7 @@ def replay(cluster: str | None = typer.Option(
     gc.disable()
     try:
         _replay(cluster, until, verify, from_file, url, public_key if verify else None,
-                require_checkpoints and verify)
+                require_checkpoints and verify, strict)
     finally:
         gc.enable()
 
@@ -457,7 +463,7 @@ def _file_cluster(path: str) -> str:
 
 
 def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None, url: str,
-            public_key: str | None = None, require_checkpoints: bool = False) -> None:
+            public_key: str | None = None, require_checkpoints: bool = False, strict: bool = False) -> None:
     from service.app.audit import read_jsonl
     from service.app.audit import replay as run_replay
 
@@ -502,12 +508,21 @@ def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None
         if report.count or public_key or require_checkpoints:  # an unsigned stream's report is as before
             summary["checkpoints"] = report.as_json()
     out.print_json(json.dumps(summary))
-    if verify and not result.ok:
-        where = min(p for p in (result.first_bad_hash, result.first_mismatch) if p is not None)
-        console.print(f"[red]verification failed at position {where}[/]")
-        raise typer.Exit(BROKEN)
     if verify:
-        console.print(f"[green]verified: {result.events} events reproduced byte for byte, chain intact[/]")
+        _verdict(summary, strict)
+
+
+def _verdict(summary: dict[str, Any], strict: bool) -> None:
+    """The last line on stderr says the verdict; exit 0 identical / equivalent (1 with --strict),
+    1 diverged / broken (audit.md)."""
+    from service.app.verify import EQUIVALENT, IDENTICAL, verdict_line
+
+    verdict = summary["verdict"]
+    good = verdict == IDENTICAL or (verdict == EQUIVALENT and not strict)
+    console.print(verdict_line(summary), style="green" if good else "red", markup=False, highlight=False,
+                  soft_wrap=True)
+    if not good:
+        raise typer.Exit(BROKEN)
 
 
 def _replay_checkpoints(result: Any, envelopes: list[dict[str, Any]], cluster: str, until: int | None,

@@ -106,7 +106,7 @@ def test_verify_names_the_missing_position(recorded):
     for source in (["--database-url", gapped_db], ["--from-file", gapped_file]):
         result = runner.invoke(cli, ["replay", "--cluster", C, "--verify", *source])
         assert result.exit_code == 1, (source, result.output, result.exception)
-        assert "verification failed at position 10" in result.output, result.output
+        assert "hash chain broken at position 10" in result.output, result.output
 
 
 def test_verify_of_events_out_of_order_stops_at_the_expected_position(recorded):
@@ -114,7 +114,7 @@ def test_verify_of_events_out_of_order_stops_at_the_expected_position(recorded):
     swapped = _file(recorded, "swap.jsonl", lines[:18] + [lines[19], lines[18]] + lines[20:])  # 18, 20, 19
     result = CliRunner().invoke(cli, ["replay", "--cluster", C, "--verify", "--from-file", swapped])
     assert result.exit_code == 1, (result.output, result.exception)
-    assert "verification failed at position 19" in result.output, result.output
+    assert "hash chain broken at position 19" in result.output, result.output
     summary = _summary(result)
     assert summary["chainOk"] is False and summary["firstBadPosition"] == 19
 
