@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from service.domain import affinity as af
-from service.domain import dra, explain_topology, filters
+from service.domain import dra, explain_topology, filters, scoring
 from service.domain.explain_topology import add_counts
 from service.domain.model import PodShape
 from service.domain.state import ClusterState, Group
@@ -168,6 +168,8 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         for tier_rows, tier_scores in _tiers(state, wl.spec.shapes[shape], rows, scores):
             if devices:
                 failed = _place_run_devices(state, g, run, tier_rows, tier_scores, cols, vec, trial, placements)
+            elif state.scoring != scoring.MOST_ALLOCATED:  # the strategy seam (scoring.py)
+                failed = scoring.place_least_allocated(state, run, tier_rows, cols, vec, trial, placements)
             else:
                 failed = _place_run(state, run, tier_rows, tier_scores, cols, vec, trial, placements)
             if failed is None:
