@@ -10,17 +10,16 @@ in this release.
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Protocol
 
 import numpy as np
 
+from service.domain.scores import band_floor, node_score_exact
 from service.domain.state import ClusterState
 
 MOST_ALLOCATED = "MostAllocated"
 LEAST_ALLOCATED = "LeastAllocated"
 STRATEGIES = (MOST_ALLOCATED, LEAST_ALLOCATED)
-_EPS = 1e-9
 
 
 class _Trial(Protocol):
@@ -44,7 +43,7 @@ def _fitting(state: ClusterState, rows: np.ndarray, cols: np.ndarray, vec: np.nd
 def _pick_least(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.ndarray,
                 vec: np.ndarray) -> int:
     low = scores.min()
-    band = rows[scores <= low + _EPS * max(1.0, abs(low))]
+    band = rows[scores <= 2 * low - band_floor(low)]  # within float noise of the lowest
     if len(band) == 1:
         return int(band[0])
     nodes = state.nodes
@@ -53,8 +52,7 @@ def _pick_least(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols:
     rank = nodes.rank()[band]
     if (used == used[0]).all() and (alloc == alloc[0]).all():
         return int(band[np.argmin(rank)])
-    exact = [sum((Fraction(int(u), int(a)) for u, a in zip(ur, ar) if a > 0), Fraction(0))
-             for ur, ar in zip(used, alloc)]
+    exact = [node_score_exact(ur, ar) for ur, ar in zip(used, alloc)]
     return int(band[min(range(len(band)), key=lambda i: (exact[i], rank[i]))])
 
 
