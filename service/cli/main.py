@@ -617,17 +617,35 @@ def audit_verify(cluster: str = ClusterOpt, public_key: str | None = PublicKeyOp
 @_friendly
 def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
                                                  help="The workload, e.g. team-a/train-7."),
-                  cluster: str = ClusterOpt,
+                  cluster: str | None = typer.Option(
+                      None, "--cluster", metavar="NAME",
+                      help="The cluster whose stream to read (with --from-file: default, the file's cluster)."),
+                  from_file: str | None = typer.Option(None, "--from-file", metavar="FILE",
+                                                       help="Explain from an export, without any database."),
                   database_url: str | None = DbOpt) -> None:
     """The workload's history in words: submitted, why it waited, where it ran, who preempted it,
     what freed its room, and where it stands now. Checks the hash chain first."""
-    from service.app.audit import causation_positions, explain
+    from service.app.audit import causation_positions
     from service.bootstrap import service_for
 
+    if cluster is None:
+        if not from_file:
+            _fail("error: give --cluster NAME (or --from-file FILE, whose cluster is used)")
+        cluster = _file_cluster(from_file)
     _check_cluster(cluster)
     if "/" not in workload:
         _fail("error: give the workload as NAMESPACE/NAME")
     namespace, name = workload.split("/", 1)
+    if from_file:
+        from service.cli import explain_cli
+        try:
+            found = explain_cli.file_history(from_file, cluster, namespace, name)
+        except explain_cli.NoEvents:
+            _no_events(cluster)
+        except explain_cli.ChainBroken as exc:
+            _broken(exc.position)
+        _explain_lines(namespace, name, cluster, *found)
+        return
     url = _db(database_url, reads=True)
 
     async def run() -> Any:
@@ -650,7 +668,12 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
                     causes[position] = found[0].envelope()
             return history, causes
 
-    history, causes = asyncio.run(run())
+    _explain_lines(namespace, name, cluster, *asyncio.run(run()))
+
+
+def _explain_lines(namespace: str, name: str, cluster: str, history: Any, causes: dict[int, Any]) -> None:
+    from service.app.audit import explain
+
     if history is None:
         _fail(f"error: workload {namespace}/{name} not found in cluster {cluster}", 1)
     for line in explain(namespace, name, history["events"], causes):
