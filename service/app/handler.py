@@ -268,8 +268,8 @@ class CommandHandler:
                                            echo=False)
                 metrics.EVENTS_APPENDED.inc(len(stored))
             elif work.records or offsets or work.dead_letters:
-                await self.store.record_without_events(idempotency=work.records, offsets=offsets,
-                                                       dead_letters=work.dead_letters)
+                await turn.append(expected, [], idempotency=work.records, offsets=offsets,
+                                  dead_letters=work.dead_letters)
         except BaseException:
             self.cache.drop(cluster)
             raise
