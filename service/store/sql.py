@@ -46,6 +46,7 @@ from .schema import events as t_events
 from .schema import idempotency as t_idem
 from .schema import outbox as t_outbox
 from .schema import snapshots as t_snapshots
+from .sql_checkpoints import SqlCheckpoints
 from .sql_errors import finishes_when_cancelled, translating
 
 VERIFY_CHUNK = 5_000
@@ -111,7 +112,7 @@ def outbox_event_rows(cluster: str, rows: Sequence[ChainRow], topic: str | None)
              "position": r.position} for r in rows]
 
 
-class SqlEventStore(RecordingStore):
+class SqlEventStore(RecordingStore, SqlCheckpoints):
     """EventStore (service.store.base) on a SQL database: the shared base of the PostgreSQL and
     SQLite stores (open_store gives the one for a URL). See the module docstring."""
 
