@@ -65,7 +65,13 @@ from .sql import (
     outbox_event_rows,
     outbox_item,
 )
-from .sql_errors import DRIVER_UNAVAILABLE, constraint_name, finishes_when_cancelled, translating
+from .sql_errors import (
+    DRIVER_UNAVAILABLE,
+    constraint_name,
+    finishes_when_cancelled,
+    translating,
+    unavailable_when_closed,
+)
 from .turn import TURN_CONNECTION, pg_turn
 
 _HEAD_CACHE_MAX = 10_000
@@ -244,7 +250,13 @@ class PostgresEventStore(SqlEventStore):
             return result
         except BaseException as exc:
             outcome = exc
-            healthy = isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, DRIVER_UNAVAILABLE)
+            conn = raw_conn.driver_connection
+            closed = conn is None or conn.is_closed()
+            healthy = isinstance(exc, asyncpg.PostgresError) and not isinstance(exc, DRIVER_UNAVAILABLE) \
+                and not closed
+            lost = unavailable_when_closed(exc, closed)  # e.g. InternalClientError on a closing connection
+            if lost is not exc:
+                raise lost from exc
             raise
         finally:
             if healthy:

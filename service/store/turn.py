@@ -32,6 +32,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from .base import ConsumedOffset, DeadLetter, IdempotencyRecord, NewEvent, StoredEvent, StoreUnavailable, TurnStart
 from .codec import idempotency_record, loads
+from .sql_errors import is_unavailable, unavailable_when_closed
 
 if TYPE_CHECKING:
     from .postgres import PostgresEventStore
@@ -106,7 +107,6 @@ class PgTurn:
 
 def _translated(exc: BaseException) -> BaseException:
     """StoreUnavailable for connection-level failures, as the store's methods raise (sql_errors)."""
-    from .sql_errors import is_unavailable
 
     if isinstance(exc, asyncpg.LockNotAvailableError):
         return StoreUnavailable(f"a cluster's writer lock was not free within {LOCK_TIMEOUT_MS} ms")
@@ -147,6 +147,8 @@ async def pg_turn(store: PostgresEventStore, cluster: str) -> AsyncIterator[PgTu
             clean = True
         except Exception as exc:
             translated = _translated(exc)
+            if translated is exc:  # a driver's failure on a connection closed since: the database went away
+                translated = unavailable_when_closed(exc, conn.is_closed())
             if translated is exc:
                 raise
             raise translated from exc
