@@ -273,12 +273,17 @@ class MemoryEventStore(RecordingStore):
 
     async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
                                    ) -> tuple[int, dict[str, IdempotencyRecord]]:
+        last, _, found = await self.head_and_records(cluster, keys)
+        return last, found
+
+    async def head_and_records(self, cluster: str, keys: Sequence[str]
+                               ) -> tuple[int, str, dict[str, IdempotencyRecord]]:
         await asyncio.sleep(0)
         db = self._db
         with db.lock:  # one consistent view, as the one statement on PostgreSQL
-            last = db.heads.get(cluster, (0, GENESIS_HASH))[0]
+            last, head = db.heads.get(cluster, (0, GENESIS_HASH))
             found = {key: db.idempotency[key] for key in keys if key in db.idempotency}
-        return last, {key: _idempotency_record(key, row) for key, row in found.items()}
+        return last, head, {key: _idempotency_record(key, row) for key, row in found.items()}
 
     # ------------------------------------------------------------------ audit
 

@@ -170,8 +170,9 @@ class StagingStore(Protocol):
 
     async def head(self, cluster: str) -> tuple[int, str]: ...
 
-    async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
-                                   ) -> tuple[int, dict[str, IdempotencyRecord]]: ...
+    async def head_and_records(self, cluster: str, keys: Sequence[str]
+                               ) -> tuple[int, str, dict[str, IdempotencyRecord]]:
+        """The cluster's last position and head hash, and the stored records of these keys."""
 
     async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
                         until: int | None = None, *, decode: bool = True) -> list[tuple[int, str, int, Any]]: ...
@@ -188,9 +189,11 @@ class StagedTurn:
     def __init__(self, store: StagingStore, cluster: str) -> None:
         self.store, self.cluster = store, cluster
         self.plans: list[AppendPlan] = []
+        self.head: tuple[int, str] | None = None  # as start() read it: the first append chains to it
 
     async def start(self, keys: Sequence[str], after: int, limit: int) -> TurnStart:
-        last, records = await self.store.head_and_idempotency(self.cluster, keys)
+        last, head_hash, records = await self.store.head_and_records(self.cluster, keys)
+        self.head = (last, head_hash)
         missed = await self.store.read_data(self.cluster, after, limit) if last > after else []
         return TurnStart(last, records, missed)
 
@@ -212,6 +215,8 @@ class StagedTurn:
         if self.plans:
             last, prev = self.plans[-1].last, (self.plans[-1].rows[-1].hash if self.plans[-1].rows
                                                else self.plans[-1].prev)
+        elif self.head is not None and self.head[0] == expected_position:
+            last, prev = self.head  # re-checked when the turn writes
         else:
             last, prev = await self.store.head(self.cluster)
         if prepared and last != expected_position:

@@ -39,7 +39,17 @@ from .base import (
 )
 from .codec import decode_headers, encode_headers
 from .engine import make_engine, normalize_url
-from .recorded import AppendPlan, ChainCheck, ChainRow, Prepared, RecordingStore, outbox_value, plan, prepare
+from .recorded import (
+    AppendPlan,
+    ChainCheck,
+    ChainRow,
+    Prepared,
+    RecordingStore,
+    check_keys_once,
+    outbox_value,
+    plan,
+    prepare,
+)
 from .schema import clusters as t_clusters
 from .schema import consumer_offsets as t_offsets
 from .schema import events as t_events
@@ -174,7 +184,7 @@ class SqlEventStore(RecordingStore, SqlCheckpoints):
         carry None instead (a writer that holds the events already skips the parsing)."""
         if expected_position < 0:
             raise ValueError("expected_position must be >= 0")
-        idempotency_rows(idempotency)  # the same key twice: refused before any round trip
+        check_keys_once(idempotency)  # the same key twice: refused before any round trip
         return await self._append_prepared(cluster, expected_position, prepare(events), idempotency, offsets,
                                            dead_letters, outbox_topic, echo)
 

@@ -124,12 +124,17 @@ class SqliteEventStore(SqlEventStore):
     async def last_position(self, cluster: str) -> int:
         return (await self.head(cluster))[0]
 
-    @translating
     async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
                                    ) -> tuple[int, dict[str, IdempotencyRecord]]:
+        last, _, found = await self.head_and_records(cluster, keys)
+        return last, found
+
+    @translating
+    async def head_and_records(self, cluster: str, keys: Sequence[str]
+                               ) -> tuple[int, str, dict[str, IdempotencyRecord]]:
         keys = list(dict.fromkeys(keys))
         async with self._reader.connect() as conn:
-            head = (await conn.execute(sa.select(t_clusters.c.last_position)
+            head = (await conn.execute(sa.select(t_clusters.c.last_position, t_clusters.c.head_hash)
                                        .where(t_clusters.c.name == cluster))).first()
             records: list[Any] = []
             for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
@@ -138,7 +143,7 @@ class SqliteEventStore(SqlEventStore):
                               t_idem.c.cluster, t_idem.c.position)
                     .where(t_idem.c.key.in_(keys[start:start + 500])))).all()
         found = {r[0]: idempotency_record(r) for r in records}
-        return (0 if head is None else int(head[0])), found
+        return (0, GENESIS_HASH, found) if head is None else (int(head[0]), head[1], found)
 
     @translating
     async def get_idempotency(self, key: str) -> IdempotencyRecord | None:
