@@ -16,7 +16,7 @@ from service.domain.dra import DeviceState
 from service.domain.model import PriorityClass
 from service.domain.nodes import NodeTable
 from service.domain.queue import QueueIndex
-from service.domain.workload import Composite, Group, QueueKey, Workload, root_pending
+from service.domain.workload import SUCCEEDED_POD, Composite, Group, QueueKey, Workload, root_pending
 
 __all__ = ["JOURNAL_MAX", "ClusterState", "Composite", "Group", "QueueKey", "Workload"]
 
@@ -131,6 +131,18 @@ class ClusterState:
         if g.placed == 0:
             g.domain = None
             del self.running[g.running_key]
+
+    def finish_pods(self, g: Group, pods: list[int], code: int) -> None:
+        """Running pods reported finished (lifecycle.md): they leave their nodes and keep their
+        phase (`code`: SUCCEEDED_POD or FAILED_POD) for good."""
+        self.release_pods(g, pods)
+        for pod in pods:
+            g.node_of[pod] = code
+        if code == SUCCEEDED_POD:
+            g.succeeded += len(pods)
+        else:
+            g.failed += len(pods)
+        g.class_key = None  # no longer placed as a fresh group of its class would be
 
     def _moved(self, g: Group) -> None:
         self._journal(g.running_key)
