@@ -11,10 +11,10 @@ from typing import Any
 
 from service.domain import events as ev
 from service.domain import lifecycle
+from service.domain.composite_shape import group_bodies
 from service.domain.model import PREEMPT_LOWER
 from service.domain.rejection import Accepted, Rejection
 from service.domain.state import ClusterState
-from service.domain.tree import group_bodies
 
 __all__ = ["ACCEPT", "Accepted", "AcceptFn", "Rejection", "accept", "rejection_event"]
 

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from service.domain import affinity as af
-from service.domain import composite_decide as tr
-from service.domain import dra
+from service.domain import dra, gang
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
+from service.domain import tree_decide as tr
 from service.domain.commands import Rejection as Rejection  # re-exported: decider.accept still works
 from service.domain.commands import accept as accept
 from service.domain.commands import rejection_event as rejection_event
