@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from service.domain import affinity as af
-from service.domain import dra, gang
+from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
