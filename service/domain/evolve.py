@@ -121,6 +121,8 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
             state.release_pods(g, [pod for pod, node in enumerate(g.node_of) if node >= 0])
     dra.workload_released(state.dra, wl)
     wl.deleted_at = e.position
+    if wl.position in state.finishing:
+        state.finishing.discard(wl.position)
     for g in wl.groups:
         state.sync_queue(g)
     for ci in wl.spec.roots:
