@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.app.audit import replay
+from service.app.audit import explain, replay
 from tests.e2e.conftest import open_client
 from tests.e2e.helpers import Api, node, run_sql, workload
 from tests.e2e.test_restart import observe
@@ -34,6 +34,13 @@ def test_podstatus_over_http(client: Any, cluster: str) -> None:
     assert api.workload("next").json()["status"]["phase"] == "Scheduled"
     history = api.get("/namespaces/team-a/workloads/pi/history").json()
     assert [e["type"] for e in history["events"]].count("PodsFinished") == 2
+    lines = explain("team-a", "pi", history["events"])
+    assert any("w-1 failed on n1 at position" in line for line in lines), lines
+    assert "1 succeeded" in lines[-1]
+    at = history["events"][-1]["position"]
+    past = api.get("/state", params={"at": at - 1}).json()
+    pi = next(w for w in past["workloads"] if w["name"] == "pi")
+    assert [p["phase"] for p in pi["status"]["podGroups"][0]["pods"]] == ["Succeeded", "Running", "Running", "Running"]
 
 
 def test_podstatus_refusals_record_nothing(client: Any, cluster: str) -> None:
