@@ -103,9 +103,12 @@ def _workload_ref(text: str) -> tuple[str, str]:
     return namespace, name
 
 
+_PODS_ARG = typer.Argument(..., metavar="GROUP/POD...", help="The pods that finished.")
+
+
 @_talking
 def finish(workload: str = typer.Argument(..., metavar="NS/NAME"),
-           pods: list[str] = typer.Argument(..., metavar="GROUP/POD...", help="The pods that finished."),
+           pods: list[str] = _PODS_ARG,
            phase: str = typer.Option(..., "--phase", metavar="Succeeded|Failed", help="The phase they finished in."),
            server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
     """Report finished pods (lifecycle.md): they leave their nodes; a gang counts its Succeeded pods."""
@@ -223,9 +226,8 @@ def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
             if g.explanation.preemption:
                 lines.append(f"    Preemption:  {g.explanation.preemption}")
         lines.append("    Pods:")
-        lines += ["      " + row for row in _table([["NAME", "PHASE", "NODE"],
-                                                         *([p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")]
-                                                           for p in g.pods)])]
+        rows = [[p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")] for p in g.pods]
+        lines += ["      " + row for row in _table([["NAME", "PHASE", "NODE"], *rows])]
         for claim in g.claims:
             devices = ", ".join(f"{d.pool}/{d.device}" for d in claim.devices) or "<not allocated>"
             lines.append(f"    Claim {claim.name} ({claim.sharing}): {devices}")
