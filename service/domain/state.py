@@ -36,6 +36,7 @@ class ClusterState:
         self.device_classes: dict[str, dict[str, Any]] = {}
         self.resource_slices: dict[str, dict[str, Any]] = {}
         self.dra = DeviceState()  # devices, claims and their indexes (dra/)
+        self.dra.cluster = cluster
         self.workloads: dict[tuple[str, str], Workload] = {}
         self.by_position: dict[int, Workload] = {}
         self.finished_before = 0  # finished workloads left out of a light snapshot (a count only)
