@@ -248,6 +248,21 @@ class Verification(TypedDict):
     firstBadPosition: NotRequired[int]
 
 
+class Checkpoint(TypedDict):
+    """A signed chain head (audit.md, *Signed checkpoints*): `signature` is the base64 Ed25519 signature
+    of the canonical JSON of the other fields; `keyId` the SHA-256 (hex) of the raw public key."""
+    cluster: str
+    position: int
+    hash: str
+    signedAt: str
+    keyId: str
+    signature: str
+
+
+class CheckpointList(TypedDict):
+    checkpoints: list[Checkpoint]
+
+
 class ClusterInfo(TypedDict):
     name: str
     lastPosition: int
@@ -300,7 +315,7 @@ ANSWERS: tuple[type, ...] = (
     NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
-    Verification, ClusterList, Health, Version, Readiness,
+    Verification, CheckpointList, ClusterList, Health, Version, Readiness,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

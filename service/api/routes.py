@@ -330,6 +330,11 @@ async def verify(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Re
     return json_response(await service_of(request).queries.verify(cluster))
 
 
+async def checkpoints(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"))
+    return json_response(await service_of(request).queries.checkpoints(cluster))
+
+
 def cluster_router() -> Router:
     """Fresh handler objects on every call: Litestar caches per-app resolutions (guards…) on handlers."""
     workloads, audit = ["workloads"], ["audit"]
@@ -354,6 +359,8 @@ def cluster_router() -> Router:
             opt={"access": auth.AUDIT})(state_at),
         get("/audit/verify", operation_id="verifyChain", summary="Check the cluster's hash chain", tags=audit,
             opt={"access": auth.AUDIT})(verify),
+        get("/audit/checkpoints", operation_id="listCheckpoints", summary="The cluster's signed checkpoints",
+            tags=audit, opt={"access": auth.AUDIT})(checkpoints),
     ]
     for upsert, remove in _inventory():
         handlers.extend(_inventory_handlers(upsert, remove))
