@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
-from service.schemas.cel_check import CELExpression
 from service.domain.quantity import parse_quantity
+from service.schemas.cel_check import CELExpression
 from service.schemas.common import INT64_MAX, INT64_MIN, QUANTITY_SCHEMA, StrictModel, quantity_error
 from service.schemas.errors import duplicate_names as _duplicates
 from service.schemas.errors import raise_errors
@@ -112,7 +112,7 @@ class CapacityRange(StrictModel):
 class RequestPolicy(StrictModel):
     """How a request consumes a capacity of a shareable device (sharing.md)."""
     default: Quantity = None
-    valid_values: list[Quantity] = Field(None, max_length=MAX_VALID_VALUES)  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    valid_values: list[Quantity] = Field(None, max_length=MAX_VALID_VALUES)  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
     valid_range: CapacityRange = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 
 
@@ -151,7 +151,8 @@ def _policy_errors(cap: DeviceCapacity, unit: str, shareable: bool) -> list[tupl
         for i, a in enumerate(amounts):
             if a is None:
                 continue
-            if i and amounts[i - 1] is not None and a <= amounts[i - 1]:  # type: ignore[operator]
+            prev = amounts[i - 1] if i else None
+            if prev is not None and a <= prev:
                 errors.append(((*loc, i), "must be strictly ascending"))
             if value is not None and a > value:
                 errors.append(((*loc, i), "must not be above the capacity's value"))
@@ -276,8 +277,8 @@ class DeviceRequest(StrictModel):
 class DeviceConstraint(StrictModel):
     requests: list[DNSLabel] = Field(None, max_length=MAX_REQUESTS,  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
                                      description="The requests it applies to; omitted: all of them.")
-    match_attribute: DeviceQualifiedName = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
-    distinct_attribute: DeviceQualifiedName = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+    match_attribute: DeviceQualifiedName = None  # may be absent, never null: see StrictModel
+    distinct_attribute: DeviceQualifiedName = None  # may be absent, never null: see StrictModel
 
     @model_validator(mode="after")
     def _one(self) -> DeviceConstraint:

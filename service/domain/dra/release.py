@@ -2,6 +2,7 @@
 preemption simulation gives back, and the pods a slice change leaves without their devices."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,14 +45,7 @@ class Release:
                 wl_left[wl.position] = sum(1 for o in wl.groups if o.placed)
             ids: list[int] = []
             shares: list[tuple[int, tuple[tuple[str, int], ...]]] = []
-
-            def take(a: Allocation) -> None:
-                for i, d in enumerate(a.device_ids):
-                    share = a.share(i)
-                    if share is None:
-                        ids.append(d)
-                    else:
-                        shares.append((d, share[2]))
+            take = functools.partial(_take, ids, shares)
 
             keys = ds.by_workload.get(wl.position, ())
             if keys:
@@ -112,6 +106,15 @@ class Release:
             for name, v in more.items():
                 back[name] = back.get(name, 0) + v
         return True
+
+
+def _take(ids: list[int], shares: list[tuple[int, tuple[tuple[str, int], ...]]], a: Allocation) -> None:
+    for i, d in enumerate(a.device_ids):
+        share = a.share(i)
+        if share is None:
+            ids.append(d)
+        else:
+            shares.append((d, share[2]))
 
 
 def held_devices(allocations: list[Allocation]) -> set[int]:

@@ -1,10 +1,9 @@
 """Claims and devices as views and events show them."""
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
-
-import uuid
 
 import numpy as np
 
