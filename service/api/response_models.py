@@ -66,6 +66,27 @@ class ResourceSliceView(TypedDict):
     allNodes: NotRequired[bool]
     nodeSelector: NotRequired[dict[str, str]]
     devices: NotRequired[list[dict[str, Any]]]
+    deviceUsage: list[DeviceUsage]
+
+
+class DeviceAllocation(TypedDict):
+    """A live allocation of a device, for whom (sharing.md, *Views*)."""
+    namespace: str
+    workload: str
+    podGroup: str | None
+    pod: str | None
+    claim: str
+    sharing: Literal["PodGroup", "Workload", "Pod"]
+    request: str
+    shareID: NotRequired[str]
+    consumedCapacity: NotRequired[dict[str, str]]
+
+
+class DeviceUsage(TypedDict):
+    """What a device has consumed and for whom (`consumedCapacity` on shareable devices)."""
+    name: str
+    consumedCapacity: NotRequired[dict[str, str]]
+    allocations: list[DeviceAllocation]
 
 
 class ReleasedPod(TypedDict):
@@ -109,6 +130,8 @@ class ClaimDevice(TypedDict):
     driver: str
     pool: str
     device: str
+    shareID: NotRequired[str]  # on a shareable device (sharing.md)
+    consumedCapacity: NotRequired[dict[str, str]]
 
 
 class ClaimReference(TypedDict):
