@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.domain import events as ev
+from service.domain import scoring
 from service.domain.model import PREEMPT_LOWER
 from service.domain.state import ClusterState
 from service.domain.tree import group_bodies
@@ -129,6 +130,12 @@ def delete_workload(state: ClusterState, name: str, namespace: str | None,
     if wl.deleted_at is not None:
         return Rejection(404, "NotFound", f"workload {ns}/{name} was already deleted")
     return ev.WORKLOAD_DELETED, {"namespace": ns, "name": name}
+
+
+def configure_scheduler(state: ClusterState, name: str, namespace: str | None,
+                        body: dict[str, Any]) -> Accepted | Rejection:
+    """PUT /scheduler (sharing.md): recorded as SchedulerConfigured, defaults filled in."""
+    return ev.SCHEDULER_CONFIGURED, scoring.recorded(body.get("scoringStrategy") or {"type": "MostAllocated"})
 
 
 # The command types, in the order of the spec's tables (the app's registry follows this order).

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from service.domain import affinity as af
-from service.domain import dra, explain_topology, filters
+from service.domain import dra, explain_topology, filters, fragmentation, scoring
 from service.domain.explain_topology import add_counts
 from service.domain.model import PodShape
 from service.domain.state import ClusterState, Group
@@ -165,8 +165,11 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         devices = dra.pod_needs_devices(g, pods[i])
         run = pods[i:run_end]
         failed: int | None = None
+        strategy = scoring.strategy_of(state)
         for tier_rows, tier_scores in _tiers(state, wl.spec.shapes[shape], rows, scores):
-            if devices:
+            if strategy is not None:  # the scheduler configuration's node order (sharing.md)
+                failed = fragmentation.place_run(state, g, run, tier_rows, vec, trial, placements, strategy)
+            elif devices:
                 failed = _place_run_devices(state, g, run, tier_rows, tier_scores, cols, vec, trial, placements)
             else:
                 failed = _place_run(state, run, tier_rows, tier_scores, cols, vec, trial, placements)

@@ -43,14 +43,20 @@ class DeviceState:
         self.used: dict[int, dict[str, int]] = {}
         self.nshares: dict[int, int] = {}
         self.sharers: dict[int, set[ClaimKey]] = {}
+        self.cap_used: dict[str, np.ndarray] = {}  # the same sums, per capacity name, by device id
+        self.share_count = np.zeros(0, dtype=np.int64)  # nshares by device id
         self.cluster = ""  # the cluster's name (shareIDs)
         self._shareable: tuple[int, bool] | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "fa_measure"}  # a cache (fragmentation.py)
 
     def __setstate__(self, saved: dict[str, object]) -> None:
         """Snapshots taken before consumable capacity lack its fields (no share was possible)."""
         self.__dict__.update(saved)
-        for name in ("used", "nshares", "sharers"):
+        for name in ("used", "nshares", "sharers", "cap_used"):
             self.__dict__.setdefault(name, {})
+        self.__dict__.setdefault("share_count", np.zeros(len(self.busy), dtype=np.int64))
         self.__dict__.setdefault("cluster", "")
         self.__dict__.setdefault("_shareable", None)
 
@@ -70,6 +76,7 @@ class DeviceState:
             self.devices.append(Device(did, ident))
             if did >= len(self.busy):
                 self.busy = np.concatenate([self.busy, np.zeros(max(64, len(self.busy)), dtype=bool)])
+            self._grow()
         return did
 
     def reaches(self, nodes: NodeTable, did: int, row: int) -> bool:
@@ -134,6 +141,14 @@ class DeviceState:
         row = nodes.index.get(dev.node or "")
         return row is not None and bool(nodes.alive[row])
 
+    def _grow(self) -> None:
+        n = len(self.busy)
+        if len(self.share_count) < n:
+            self.share_count = np.concatenate([self.share_count, np.zeros(n - len(self.share_count), np.int64)])
+        for name, arr in list(self.cap_used.items()):
+            if len(arr) < n:
+                self.cap_used[name] = np.concatenate([arr, np.zeros(n - len(arr), dtype=np.int64)])
+
     def any_shareable(self) -> bool:
         cached = self._shareable
         if cached is None or cached[0] != self.version:
@@ -145,8 +160,15 @@ class DeviceState:
     def add_share(self, d: int, amounts: tuple[tuple[str, int], ...], sign: int) -> None:
         """Count (sign 1) or uncount (-1) one share's consumption on device d."""
         used = self.used.setdefault(d, {})
+        self._grow()
+        cap_used = self.cap_used
         for name, v in amounts:
             used[name] = used.get(name, 0) + sign * v
+            arr = cap_used.get(name)
+            if arr is None:
+                arr = cap_used[name] = np.zeros(len(self.busy), dtype=np.int64)
+            arr[d] += sign * v
+        self.share_count[d] += sign
         n = self.nshares.get(d, 0) + sign
         if n:
             self.nshares[d] = n
@@ -221,13 +243,14 @@ class DeviceState:
         return alloc
 
     # -- allocation -----------------------------------------------------------------------
-    def allocate(self, nodes: NodeTable, t: Template, row: int) -> sharing.Chosen | None:
+    def allocate(self, nodes: NodeTable, t: Template, row: int,
+                 chooser: sharing.Chooser | None = None) -> sharing.Chosen | None:
         """The devices the claim gets on this node (with the shares on shareable devices), or
         None: model.md's deterministic rule, sharing.md's with consumable capacity."""
         if t.error is not None or not t.requests:
             return None if t.error is not None else ((), None)
-        if t.sharing_aware or self.any_shareable():
-            return sharing.allocate(self, nodes, t, row)
+        if t.sharing_aware or chooser is not None or self.any_shareable():
+            return sharing.allocate(self, nodes, t, row, chooser)
         ids = self._allocate_exclusive(nodes, t, row)
         return None if ids is None else (ids, None)
 

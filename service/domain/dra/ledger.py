@@ -10,6 +10,7 @@ from service.domain.dra import claims as cl
 from service.domain.dra.claims import POD, Allocation, ClaimKey
 from service.domain.dra.devices import DeviceState
 from service.domain.dra.index import Index, MatcherKey
+from service.domain.dra.sharing import Chooser
 from service.domain.nodes import NodeTable
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class Ledger:
         self._new: list[Allocation] = []
         self._claims: dict[ClaimKey, Allocation] = {}
         self.shared_made = 0  # shared claims allocated in this trial (placement re-filters on change)
+        self.chooser: Chooser | None = None  # the scoring strategy's device choice (fragmentation.py)
 
     def allocation(self, key: ClaimKey) -> Allocation | None:
         got = self._claims.get(key)
@@ -42,7 +44,7 @@ class Ledger:
                     self._undo(mark)
                     return False
                 continue
-            got = ds.allocate(nodes, use.template, node)
+            got = ds.allocate(nodes, use.template, node, self.chooser)
             if got is None:
                 self._undo(mark)
                 return False
