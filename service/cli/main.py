@@ -395,8 +395,15 @@ def replay(cluster: str | None = typer.Option(
                                                 help="Replay an export (gangplank export), without any database."),
            public_key: str | None = PublicKeyOpt,
            require_checkpoints: bool = RequireOpt,
+           what_if: str | None = typer.Option(
+               None, "--what-if", metavar="CHANGES.yaml",
+               help="Re-decide the stream under these changes (YAML or JSON, audit.md) and report both worlds; "
+                    "records nothing."),
+           output: str = typer.Option("table", "--output", metavar="table|json",
+                                      help="With --what-if: a table, or the report as canonical JSON."),
            database_url: str | None = DbOpt) -> None:
-    """Rebuild a cluster's state from its events and print a summary."""
+    """Rebuild a cluster's state from its events and print a summary (or, with --what-if, what would
+    have happened under changes)."""
     if cluster is None:
         if not from_file:
             _fail("error: give --cluster NAME (or --from-file FILE, whose cluster is used)")
@@ -404,6 +411,9 @@ def replay(cluster: str | None = typer.Option(
     _check_cluster(cluster)
     _check_until(until)
     url = "" if from_file else _db(database_url, reads=True)
+    if what_if is not None:
+        _what_if(cluster, what_if, until, output, from_file, url, verify)
+        return
     # One long fold that allocates much and frees little: the cyclic GC would rescan the growing
     # state over and over (as costly as the fold itself on a large cluster). Off for this command.
     gc.disable()
@@ -412,6 +422,26 @@ def replay(cluster: str | None = typer.Option(
                 require_checkpoints and verify)
     finally:
         gc.enable()
+
+
+def _what_if(cluster: str, changes: str, until: int | None, output: str, from_file: str | None, url: str,
+             verify: bool) -> None:
+    from service.cli import whatif_cli
+
+    if verify:
+        _fail("error: --what-if and --verify are two commands: give one")
+    if output not in ("table", "json"):
+        _fail(f"--output {output!r}: must be table or json")
+    gc.disable()  # one long fold, as replay (below)
+    try:
+        text = whatif_cli.run(cluster, changes, until, output, from_file, url)
+    except whatif_cli.WhatIfFailed as exc:
+        _fail(exc.line, exc.code)
+    except whatif_cli.NoEvents:
+        _no_events(cluster)
+    finally:
+        gc.enable()
+    whatif_cli.write(text)
 
 
 def _file_cluster(path: str) -> str:

@@ -71,7 +71,7 @@ RESPONSES: dict[str, tuple[str, type[BaseModel], type[BaseModel] | None]] = {
     "listClusters": ("200", _items(m.ClusterInfo), None),
 }
 NOT_CLIENT_CALLS = {"healthz", "readyz", "metrics", "version", "getVersion",
-                    "listCheckpoints"}  # operations, and an auditor's tool (audit.md), not the client's business
+                    "listCheckpoints", "whatIf"}  # operations, and auditors' tools (audit.md), not the client's business
 
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
