@@ -368,6 +368,23 @@ class Health(TypedDict):
     status: Literal["ok"]
 
 
+class TargetWorkloadView(TypedDict):
+    pods: int
+    shapes: list[dict[str, Any]]
+
+
+class SchedulerView(TypedDict):
+    """The scheduler configuration in force (sharing.md): `position` null when never configured."""
+    scoringStrategy: dict[str, Any]
+    position: int | None
+    targetWorkload: TargetWorkloadView | None
+
+
+class SchedulerAnswer(SchedulerView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
 class Version(TypedDict):
     version: str
     api: Literal["v1"]
@@ -389,7 +406,8 @@ ANSWERS: tuple[type, ...] = (
     NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
-    Verification, CheckpointList, WhatIfReport, ClusterList, Health, Version, Readiness,
+    Verification, CheckpointList, WhatIfReport, ClusterList, Health, Version, Readiness, SchedulerView,
+    SchedulerAnswer,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

@@ -147,6 +147,7 @@ ACCEPT: dict[str, AcceptFn] = {
     "UpsertResourceSlice": upsert_resource_slice,
     "RemoveResourceSlice": remove_resource_slice,
     "UpsertPriorityClass": upsert_priority_class,
+    "ConfigureScheduler": configure_scheduler,
     "SubmitWorkload": submit_workload,
     "DeleteWorkload": delete_workload,
 }
