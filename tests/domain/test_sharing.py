@@ -260,9 +260,12 @@ def test_preemption_frees_consumed_capacity_and_keeps_a_victim_that_still_fits()
 # -- properties -------------------------------------------------------------------------------------
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["submit", "delete"]), st.integers(0, 7), st.integers(1, 10),
-                          st.integers(1, 3), st.booleans()), min_size=1, max_size=14))
-def test_no_device_over_capacity_gangs_all_or_nothing_and_replay_equals_live(steps):
+                          st.integers(1, 3), st.booleans()), min_size=1, max_size=14), st.booleans())
+def test_no_device_over_capacity_gangs_all_or_nothing_and_replay_equals_live(steps, fragmentation_aware):
     s = cluster()
+    if fragmentation_aware:
+        from tests.domain.test_fragmentation import configure, fa, share
+        configure(s, fa([share("300", 3), share("1000", 1), {"weight": 1, "cpu": "1"}]))
     gpu_node(s, "n1", [sgpu("gpu-0", memory="16Gi"), sgpu("gpu-1")], cpu="8")
     gpu_node(s, "n2", [sgpu("gpu-0", "500", policy={"default": "500", "validValues": ["100", "250", "500"]}),
                        sgpu("gpu-1", shareable=False)], cpu="8")

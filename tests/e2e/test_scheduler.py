@@ -35,3 +35,16 @@ def test_configure_and_read_back(client, cluster):
     assert view["targetWorkload"] == {"pods": 2, "shapes": [
         {"weight": 2, "cpu": "3152m", "devices": {"count": 1, "capacity": {"requests": {"milli": "810"}}}}]}
     assert client.get(f"/v1/clusters/{cluster}/scheduler").json()["position"] == view["position"]
+
+
+def test_the_kafka_command_carries_the_body_only():
+    from service.schemas.envelope import validate_envelope
+    from service.schemas.errors import InputValidationError
+    msg = validate_envelope({"id": "k1", "cluster": "c1", "type": "ConfigureScheduler", "body": FA})
+    assert msg.command.type == "ConfigureScheduler" and msg.command.name == "scheduler"
+    try:
+        validate_envelope({"id": "k2", "cluster": "c1", "type": "UpsertNode", "body": {"allocatable": {}}})
+    except InputValidationError as exc:
+        assert ["name"] in [e["loc"] for e in exc.errors]
+    else:
+        raise AssertionError("a node command without a name must fail")
