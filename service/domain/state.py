@@ -32,6 +32,7 @@ class ClusterState:
     scheduler_body: dict[str, Any] | None = None
     scheduler_position: int | None = None
     finished_before = 0
+    scoring = "MostAllocated"  # the node score's strategy (domain/scoring.py); what-if may set another
     moves_dropped = 0  # states pickled before the journal of moves: none dropped
 
     def __init__(self, cluster: str = "") -> None:
