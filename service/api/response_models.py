@@ -123,6 +123,7 @@ class Condition(TypedDict):
 
 class PodStatus(TypedDict):
     name: str
+    phase: Literal["Pending", "Running", "Succeeded", "Failed"]
     node: str | None
 
 
@@ -149,9 +150,12 @@ class ClaimStatus(TypedDict):
 
 class PodGroupStatus(TypedDict):
     name: str
-    phase: Literal["Pending", "Scheduled"]
+    phase: Literal["Pending", "Scheduled", "Completed"]
     minCount: int
     placedPods: int
+    pendingPods: int
+    succeededPods: int
+    failedPods: int
     domain: str | None
     explanation: Explanation | None
     pods: list[PodStatus]
@@ -160,7 +164,7 @@ class PodGroupStatus(TypedDict):
 
 
 class WorkloadStatus(TypedDict):
-    phase: Literal["Pending", "Scheduled", "Finished"]
+    phase: Literal["Pending", "Scheduled", "Completed", "Finished"]
     deletedAt: int | None
     podGroups: list[PodGroupStatus]
 
