@@ -204,6 +204,26 @@ class DeviceClassView(Mutation):
     selectors: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class DeviceAllocation(Model):
+    """A live allocation of a device, for whom (sharing.md, *Views*)."""
+    namespace: str
+    workload: str
+    pod_group: str | None = None
+    pod: str | None = None
+    claim: str
+    sharing: str
+    request: str
+    share_id: str | None = Field(None, alias="shareID")
+    consumed_capacity: dict[str, str] | None = None
+
+
+class DeviceUsage(Model):
+    """What a device has consumed and for whom (`consumed_capacity` on shareable devices)."""
+    name: str
+    consumed_capacity: dict[str, str] | None = None
+    allocations: list[DeviceAllocation] = Field(default_factory=list)
+
+
 class ResourceSliceView(Mutation):
     name: str
     driver: str
@@ -212,6 +232,7 @@ class ResourceSliceView(Mutation):
     all_nodes: bool | None = None
     node_selector: dict[str, str] | None = None
     devices: list[dict[str, Any]] = Field(default_factory=list)
+    device_usage: list[DeviceUsage] = Field(default_factory=list)
 
 
 class PriorityClassView(Mutation):
@@ -266,6 +287,8 @@ class ClaimDevice(Model):
     driver: str
     pool: str
     device: str
+    share_id: str | None = Field(None, alias="shareID")  # on a shareable device (sharing.md)
+    consumed_capacity: dict[str, str] | None = None
 
 
 class ClaimReference(Model):

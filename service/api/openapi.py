@@ -70,6 +70,8 @@ ANSWERS: dict[str, tuple[str, str, str]] = {
     **{f"list{k}s": ("200", f"{k}List", f"Every {k} view") for k in _INVENTORY_KINDS},
     **{f"delete{k}": ("200", "Removal", "The pods the removal released, and the decisions it caused")
        for k in _INVENTORY_KINDS},
+    "putScheduler": ("200", "SchedulerAnswer", "The scheduler view, with the decisions of its pass"),
+    "getScheduler": ("200", "SchedulerView", "The scheduler view (the default, position null, when never configured)"),
     "submitWorkload": ("201", "WorkloadAnswer", "Recorded: the workload view with the decisions of this pass"),
     "reportPodStatus": ("200", "WorkloadAnswer", "The workload view with the decisions of this pass"),
     "getWorkload": ("200", "WorkloadView", "The workload view (also after deletion, phase Finished)"),

@@ -66,6 +66,27 @@ class ResourceSliceView(TypedDict):
     allNodes: NotRequired[bool]
     nodeSelector: NotRequired[dict[str, str]]
     devices: NotRequired[list[dict[str, Any]]]
+    deviceUsage: list[DeviceUsage]
+
+
+class DeviceAllocation(TypedDict):
+    """A live allocation of a device, for whom (sharing.md, *Views*)."""
+    namespace: str
+    workload: str
+    podGroup: str | None
+    pod: str | None
+    claim: str
+    sharing: Literal["PodGroup", "Workload", "Pod"]
+    request: str
+    shareID: NotRequired[str]
+    consumedCapacity: NotRequired[dict[str, str]]
+
+
+class DeviceUsage(TypedDict):
+    """What a device has consumed and for whom (`consumedCapacity` on shareable devices)."""
+    name: str
+    consumedCapacity: NotRequired[dict[str, str]]
+    allocations: list[DeviceAllocation]
 
 
 class ReleasedPod(TypedDict):
@@ -120,6 +141,8 @@ class ClaimDevice(TypedDict):
     driver: str
     pool: str
     device: str
+    shareID: NotRequired[str]  # on a shareable device (sharing.md)
+    consumedCapacity: NotRequired[dict[str, str]]
 
 
 class ClaimReference(TypedDict):
@@ -401,6 +424,23 @@ class Health(TypedDict):
     status: Literal["ok"]
 
 
+class TargetWorkloadView(TypedDict):
+    pods: int
+    shapes: list[dict[str, Any]]
+
+
+class SchedulerView(TypedDict):
+    """The scheduler configuration in force (sharing.md): `position` null when never configured."""
+    scoringStrategy: dict[str, Any]
+    position: int | None
+    targetWorkload: TargetWorkloadView | None
+
+
+class SchedulerAnswer(SchedulerView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
 class Version(TypedDict):
     version: str
     api: Literal["v1"]
@@ -423,7 +463,8 @@ ANSWERS: tuple[type, ...] = (
     NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
-    Verification, CheckpointList, WhatIfReport, ReplayReport, ClusterList, Health, Version, Readiness,
+    Verification, CheckpointList, WhatIfReport, ReplayReport, ClusterList, Health, Version, Readiness, SchedulerView,
+    SchedulerAnswer,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

@@ -175,7 +175,8 @@ def not_found(detail: str) -> Response[Any]:
 
 def _inventory() -> list[tuple[CommandSpec, CommandSpec | None]]:
     """Each inventory collection of the command registry: (its upsert, its removal or None)."""
-    upserts = {s.collection: s for s in COMMANDS.values() if not s.for_workload and s.body is not None}
+    upserts = {s.collection: s for s in COMMANDS.values()
+               if not s.for_workload and s.body is not None and s.collection != SCHEDULER}
     removals = {s.collection: s for s in COMMANDS.values() if not s.for_workload and s.body is None}
     return [(upsert, removals.get(collection)) for collection, upsert in upserts.items()]
 
@@ -227,6 +228,23 @@ def _inventory_handlers(upsert_spec: CommandSpec, remove_spec: CommandSpec | Non
         handlers.append(delete(f"/{segment}/{{name:str}}", operation_id=f"delete{kind}", summary=f"Remove a {noun}",
                                tags=tags, status_code=200, opt={"access": auth.INVENTORY_WRITE})(delete_))
     return handlers
+
+
+# -- the scheduler configuration (sharing.md) -----------------------------------------------------
+
+SCHEDULER = "scheduler"
+
+
+async def put_scheduler(request: Request[Any, Any, Any], cluster: ClusterSegment, dry_run: DryRun = None) -> Response[Any]:
+    path_errors = segment_errors(("cluster", cluster, "cluster"))
+    return await execute(request, lambda body: Command(cluster=cluster, type="ConfigureScheduler", name=SCHEDULER,
+                                                       body=body),
+                         body_kind="SchedulerConfiguration", dry_run=dry_run, path_errors=path_errors)
+
+
+async def get_scheduler(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"))
+    return json_response(await service_of(request).queries.scheduler(cluster))
 
 
 # -- workloads ----------------------------------------------------------------------------------
@@ -428,6 +446,13 @@ def cluster_router() -> Router:
             "verdict (replay --verify)", tags=audit, opt={"access": auth.AUDIT})(replay_verify),
         post("/audit/what-if", operation_id="whatIf", summary="Re-decide the stream under changes (records nothing)",
              tags=audit, status_code=200, opt={"access": auth.AUDIT})(what_if),
+    ]
+    handlers += [
+        put("/scheduler", operation_id="putScheduler", summary="Configure the cluster's scheduler (scoring strategy)",
+            tags=["inventory"], status_code=200, opt={"access": auth.INVENTORY_WRITE, "body": "SchedulerConfiguration"})(
+            put_scheduler),
+        get("/scheduler", operation_id="getScheduler", summary="The cluster's scheduler configuration",
+            tags=["inventory"], opt={"access": auth.INVENTORY_READ})(get_scheduler),
     ]
     for upsert, remove in _inventory():
         handlers.extend(_inventory_handlers(upsert, remove))

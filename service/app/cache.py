@@ -112,6 +112,7 @@ class ClusterCache:
             if snap is not None:
                 state = snapshots.decode(snap)
                 if state is not None:
+                    state.dra.cluster = cluster  # snapshots taken before shareIDs lack it
                     return state
             return ClusterState(cluster)
 

@@ -10,7 +10,7 @@ from typing import Any
 from service.app import audit, whatif
 from service.app.cache import ClusterCache
 from service.app.handler import AppendSignal
-from service.domain import ClusterState, views
+from service.domain import ClusterState, scoring, views
 from service.domain.whatif import Changes
 from service.store.base import EventStore, StoredEvent
 
@@ -36,6 +36,10 @@ class QueryService:
 
     async def get_node(self, cluster: str, name: str) -> dict[str, Any] | None:
         return views.node_view(await self._state(cluster), name)
+
+    async def scheduler(self, cluster: str) -> dict[str, Any]:
+        """GET /scheduler: the configuration in force (sharing.md)."""
+        return scoring.scheduler_view(await self._state(cluster))
 
     async def list_objects(self, cluster: str, kind: str) -> list[dict[str, Any]]:
         return views.object_views(await self._state(cluster), kind)

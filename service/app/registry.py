@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from service.domain import ClusterState, Event, views
+from service.domain import ClusterState, Event, scoring, views
 from service.domain import events as ev
 from service.domain.commands import ACCEPT, AcceptFn
 
@@ -68,6 +68,10 @@ def _object_view(collection: str, *, removal: bool = False) -> ViewFn:
     return view
 
 
+def _scheduler_view(state: ClusterState, name: str, namespace: str | None, decisions: list[Event]) -> dict[str, Any]:
+    return scoring.scheduler_view(state)
+
+
 def _spec(type_: str, body: str | None, addressing: Addressing, collection: str, noun: str,
           view: ViewFn) -> CommandSpec:
     return CommandSpec(type_, body, addressing, collection, noun, ACCEPT[type_], view)
@@ -86,6 +90,8 @@ COMMANDS: dict[str, CommandSpec] = {spec.type: spec for spec in (
           _object_view("resourceslices", removal=True)),
     _spec("UpsertPriorityClass", "PriorityClass", "object", "priorityclasses", "priority class",
           _object_view("priorityclasses")),
+    _spec("ConfigureScheduler", "SchedulerConfiguration", "object", "scheduler", "scheduler configuration",
+          _scheduler_view),
     _spec("SubmitWorkload", "Workload", "workload", "workloads", "workload", _workload_view),
     _spec("DeleteWorkload", None, "workload", "workloads", "workload", _workload_view),
     _spec("FinishPods", "PodStatusReport", "workload", "workloads", "workload", _workload_view),

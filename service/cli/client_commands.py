@@ -7,9 +7,9 @@ imports the client (docs/client.md), so `gangplank serve` runs without it instal
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -24,11 +24,15 @@ TokenOpt = typer.Option(None, "--token", metavar="TOKEN", envvar="GANGPLANK_TOKE
 get_app = typer.Typer(help="List resources of a running server.", no_args_is_help=True)
 
 
+OutputOpt = typer.Option(None, "--output", "-o", metavar="FORMAT", help="wide, json, yaml or name.")
+
+
 def register(app: typer.Typer) -> None:
-    """Add submit, get, describe and finish to the `gangplank` command."""
+    """Add submit, delete, get and describe to the `gangplank` command."""
     app.command("submit")(submit)
-    app.command("describe")(describe)
     app.command("finish")(finish)
+    app.command("delete")(delete)
+    app.command("describe")(describe)
     app.add_typer(get_app, name="get")
 
 
@@ -40,14 +44,15 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 def _client(server: str, cluster: str, token: str | None) -> Client:
     try:
         from gangplank_client import Client
-    except ImportError:  # pragma: no cover - the test command installs it
+    except ImportError:  # pragma: no cover - scripts/serve and the test command install it
         _fail("error: the client commands need gangplank-client: pip install -e client")
     return Client(server, cluster=cluster, token=token)
 
 
 def _talking(command: Callable[..., None]) -> Callable[..., None]:
     """Problems, conversion errors and an unreachable server end the command with a message (exit 1
-    for a refusal by the server, 2 for everything else), never a traceback."""
+    for a refusal by the server, 2 for input that cannot be read or converted, 3 for a server that
+    cannot be reached), never a traceback."""
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
         import httpx
@@ -56,44 +61,175 @@ def _talking(command: Callable[..., None]) -> Callable[..., None]:
         try:
             command(*args, **kwargs)
         except ProblemError as exc:
-            _fail(f"error: {exc}", 1)
+            _fail(f"error: {exc}", 1 if 400 <= exc.status < 500 else 3)
         except httpx.TransportError as exc:
-            _fail(f"error: cannot reach {kwargs.get('server')}: {exc}")
+            _fail(f"error: cannot reach {kwargs.get('server')}: {exc}", 3)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
         except (OSError, ValueError) as exc:
             _fail(f"error: {exc}")
     return run
 
 
-def _body_of(path: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
-    """A Gangplank body (JSON or YAML, no apiVersion/kind) or any manifests client.md converts."""
-    from gangplank_client.kube import load, to_workload
+def _inputs(files: list[str], namespace: str | None, ignore_unenforced: bool) -> Any:
+    """The Conversion of every -f (files, folders, stdin); a Gangplank body (no apiVersion/kind) is
+    taken as it is. Skipped objects and warnings go to stderr."""
+    from gangplank_client.kube import Conversion, convert, load, read_sources
 
-    text = Path(path).read_text(encoding="utf-8") if path != "-" else typer.get_text_stream("stdin").read()
-    objs = load(text)
-    if len(objs) == 1 and "kind" not in objs[0] and "apiVersion" not in objs[0]:
-        body = objs[0]
-        return namespace or body.get("namespace") or "default", body
-    return to_workload(objs, namespace)
+    total = Conversion()
+    for origin, text in read_sources(files, typer.get_text_stream("stdin")):
+        objs = load(text)
+        if len(objs) == 1 and "kind" not in objs[0] and "apiVersion" not in objs[0]:
+            body = objs[0]
+            total.workloads.append((namespace or body.pop("namespace", None) or "default", body))
+            continue
+        try:
+            part = convert(objs, namespace, ignore_unenforced=ignore_unenforced)
+        except ValueError as exc:
+            raise ValueError(f"{origin}:\n" + "\n".join(f"  {line}" for line in str(exc).splitlines())) from exc
+        total.workloads += part.workloads
+        total.stages += part.stages
+        total.warnings += part.warnings
+        total.skipped += part.skipped
+    for line in total.skipped + total.warnings:
+        typer.echo(line, err=True)
+    return total
+
+
+FilesOpt = typer.Option(..., "-f", "--filename", metavar="FILE|DIR|-",
+                        help="A Gangplank body, Kubernetes manifests, a folder of them, or '-' (stdin); repeatable.")
+
+
+def _outcome(view: WorkloadView, dry_run: bool) -> str:
+    pods = [p for g in view.status.pod_groups for p in g.pods]
+    placed = sum(p.node is not None for p in pods)
+    line = f"{view.namespace}/{view.name} {view.status.phase} ({placed}/{len(pods)} pods)"
+    waiting = [g.explanation.message for g in view.status.pod_groups if g.explanation is not None]
+    if waiting:
+        line += f": {waiting[0]}"
+    return line + (" (dry run)" if dry_run else "")
 
 
 @_talking
-def submit(file: str = typer.Option(..., "-f", "--filename", metavar="FILE",
-                                     help="A Gangplank body or Kubernetes manifests ('-': stdin)."),
+def submit(files: list[str] = FilesOpt,
            namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS",
-                                                       help="The namespace (default: the manifest's)."),
+                                                help="The namespace (default: the manifest's)."),
            dry_run: bool = typer.Option(False, "--dry-run", help="Show the outcome, record nothing."),
+           ignore_unenforced: bool = typer.Option(False, "--ignore-unenforced",
+                                                  help="Submit pod (anti-)affinity and spread constraints as warnings."),
+           follow: bool = typer.Option(False, "--follow", help="Stay, and submit each later stage when it is due."),
            server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
-    """Submit a workload (or Job, JobSet, LeaderWorkerSet, scheduling.k8s.io manifests) and print the outcome."""
-    ns, body = _body_of(file, namespace)
+    """Submit workloads (Gangplank bodies, or Job, JobSet, LeaderWorkerSet, scheduling.k8s.io manifests)."""
+    conversion = _inputs(files, namespace, ignore_unenforced)
     with _client(server, cluster, token) as c:
-        view = c.submit(ns, body, dry_run=dry_run)
-    verb = "would be" if dry_run else "submitted,"
-    typer.echo(f"workload {view.namespace}/{view.name} {verb} {view.status.phase}"
-               + ("" if dry_run else f" (position {view.position})"))
-    for g in view.status.pod_groups:
-        typer.echo(f"  {g.name}: {g.phase}, {g.placed_pods}/{len(g.pods)} pods placed (minCount {g.min_count})")
-        if g.explanation is not None:
-            typer.echo(f"    waiting: {g.explanation.message}")
+        for ns, body in conversion.workloads:
+            typer.echo(_outcome(c.submit(ns, body, dry_run=dry_run, idempotency_key=_key(cluster, ns, body, dry_run)), dry_run))
+        for stage in conversion.stages:
+            typer.echo(stage.line)
+        if follow and not dry_run:
+            _follow(c, cluster, conversion.stages)
+
+
+def _key(cluster: str, namespace: str, body: dict[str, Any], dry_run: bool) -> str:
+    """The same file submitted again is an idempotent replay of the first submission, not a 409."""
+    text = json.dumps([cluster, namespace, body, dry_run], sort_keys=True, separators=(",", ":"))
+    return "submit-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _reached(c: Client, wait: Any) -> bool:
+    """Every pod of the replicated jobs placed (Ready) or Succeeded (Complete)."""
+    from gangplank_client import ProblemError
+    try:
+        view = c.get_workload(wait.namespace, wait.workload)
+    except ProblemError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    pods = [p for g in view.status.pod_groups if any(g.name == rj or g.name.startswith(f"{rj}-")
+                                                       or g.name.startswith(f"{wait.workload}-{rj}")
+                                                       for rj in wait.replicated_jobs) for p in g.pods]
+    if wait.condition == "Complete":
+        return bool(pods) and all(p.phase == "Succeeded" for p in pods)
+    return bool(pods) and all(p.node is not None for p in pods)
+
+
+def _follow(c: Client, cluster: str, stages: list[Any]) -> None:
+    """Watch the feed and submit each stage once what it waits for is reached."""
+    waiting = list(stages)
+    after = c.events(after=0, limit=1).last_position
+    while waiting:
+        for stage in list(waiting):
+            if all(_reached(c, w) for w in stage.waits_for):
+                typer.echo(_outcome(c.submit(stage.namespace, stage.body,
+                                             idempotency_key=_key(cluster, stage.namespace, stage.body, False)), False))
+                waiting.remove(stage)
+        if waiting:
+            after = max(after, c.events(after=after, limit=500, wait=10).last_position)
+
+
+DeleteTarget = typer.Argument(None, metavar="[workload NS/NAME]")
+DescribeTarget = typer.Argument(..., metavar="[workload|node] NAME")
+DeleteFilesOpt = typer.Option(None, "-f", "--filename", metavar="FILE|DIR|-",
+                              help="Delete the workloads these manifests give.")
+
+
+@_talking
+def delete(target: list[str] | None = DeleteTarget,
+           files: list[str] | None = DeleteFilesOpt,
+           namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS"),
+           server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
+    """Delete the workloads of manifests (-f FILE|DIR|-), or `delete workload NS/NAME`."""
+    if target:
+        if len(target) != 2 or target[0] not in ("workload", "workloads") or files:
+            _fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|- or workload NS/NAME")
+        ns, name = _ns_name(target[1])
+        with _client(server, cluster, token) as c:
+            _delete_one(c, ns, name)
+        return
+    if not files:
+        _fail("error: give -f FILE|DIR|- or `delete workload NS/NAME`")
+    conversion = _inputs(files, namespace, True)
+    with _client(server, cluster, token) as c:
+        for ns, body in [*conversion.workloads, *((s.namespace, s.body) for s in conversion.stages)]:
+            _delete_one(c, ns, body["name"], missing_ok=True)
+
+
+def _delete_one(c: Client, namespace: str, name: str, *, missing_ok: bool = False) -> None:
+    from gangplank_client import ProblemError
+    try:
+        c.delete_workload(namespace, name)
+    except ProblemError as exc:
+        if missing_ok and exc.status == 404:
+            typer.echo(f"{namespace}/{name} not found", err=True)
+            return
+        raise
+    typer.echo(f"workload {namespace}/{name} deleted")
+
+
+def _ns_name(value: str) -> tuple[str, str]:
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name:
+        _fail(f"error: {value!r}: give NAMESPACE/NAME")
+    return namespace, name
+
+
+def _emit(items: list[Any], output: str | None, names: list[str]) -> bool:
+    """json/yaml/name output of views; False when a table is wanted."""
+    if output in (None, "wide"):
+        return False
+    if output == "name":
+        for n in names:
+            typer.echo(n)
+        return True
+    data = [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in items]
+    if output == "json":
+        typer.echo(json.dumps({"items": data}, indent=2, sort_keys=True))
+    elif output == "yaml":
+        import yaml
+        typer.echo(yaml.safe_dump({"items": data}, sort_keys=True), nl=False)
+    else:
+        _fail(f"error: --output {output!r}: use wide, json, yaml or name")
+    return True
 
 
 def _workload_ref(text: str) -> tuple[str, str]:
@@ -148,14 +284,19 @@ def _table(rows: list[list[str]]) -> list[str]:
 @_talking
 def get_workloads(namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS",
                                                        help="Only this namespace (default: all)."),
+                  all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A", help="Every namespace."),
+                  output: str | None = OutputOpt,
                   server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
     """List the workloads, in submission order."""
     with _client(server, cluster, token) as c:
-        rows = [["NAMESPACE", "NAME", "PRIORITY", "PHASE", "PODS", "POSITION"]]
-        for v in _pages(c, namespace):
-            pods = [p for g in v.status.pod_groups for p in g.pods]
-            rows.append([v.namespace, v.name, str(v.priority), v.status.phase,
-                         f"{sum(p.node is not None for p in pods)}/{len(pods)}", str(v.position)])
+        views = list(_pages(c, None if all_namespaces else namespace))
+    if _emit(views, output, [f"workload/{v.namespace}/{v.name}" for v in views]):
+        return
+    rows = [["NAMESPACE", "NAME", "PRIORITY", "PHASE", "PODS", "POSITION"]]
+    for v in views:
+        pods = [p for g in v.status.pod_groups for p in g.pods]
+        rows.append([v.namespace, v.name, str(v.priority), v.status.phase,
+                     f"{sum(p.node is not None for p in pods)}/{len(pods)}", str(v.position)])
     if len(rows) == 1:
         typer.echo("No workloads found.")
         return
@@ -175,6 +316,31 @@ def _rendered(event: dict[str, Any]) -> dict[str, Any]:
     except (ValueError, TypeError):
         return data  # a newer server's decision: shown as it came
     return render_decision(t, data) if t in DECISION_TYPES else data
+
+
+@get_app.command("nodes")
+@_talking
+def get_nodes(output: str | None = OutputOpt, server: str = ServerOpt, cluster: str = ClusterOpt,
+              token: str | None = TokenOpt) -> None:
+    """List the nodes: pods, cpu and memory allocated of allocatable, taints."""
+    with _client(server, cluster, token) as c:
+        nodes = c.list_nodes()
+    if _emit(nodes, output, [f"node/{n.name}" for n in nodes]):
+        return
+    rows = [["NAME", "STATUS", "PODS", "CPU", "MEMORY"] + (["TAINTS", "LABELS"] if output == "wide" else [])]
+    for n in nodes:
+        row = [n.name, "SchedulingDisabled" if n.unschedulable else "Ready", str(len(n.pods)),
+               f"{n.allocated.get('cpu', '0')}/{n.allocatable.get('cpu', '0')}",
+               f"{n.allocated.get('memory', '0')}/{n.allocatable.get('memory', '0')}"]
+        if output == "wide":
+            row += [",".join(f"{t.key}={t.value or ''}:{t.effect}" for t in n.taints) or "<none>",
+                    ",".join(f"{k}={v}" for k, v in sorted(n.labels.items())) or "<none>"]
+        rows.append(row)
+    if len(rows) == 1:
+        typer.echo("No nodes found.")
+        return
+    for line in _table(rows):
+        typer.echo(line)
 
 
 def _summary(event: dict[str, Any]) -> str:
@@ -197,17 +363,49 @@ def _summary(event: dict[str, Any]) -> str:
 
 
 @_talking
-def describe(workload: str = typer.Argument(..., metavar="NS/NAME"), server: str = ServerOpt,
-             cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
-    """Show a workload as `kubectl describe` does: phase, groups and pods with their nodes, what waits and
-    why, conditions, and the last decisions."""
-    namespace, sep, name = workload.partition("/")
-    if not sep or not namespace or not name:
-        _fail(f"error: {workload!r}: give NAMESPACE/NAME")
+def describe(target: list[str] = DescribeTarget,
+             server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
+    """Show a workload as `kubectl describe` does (`describe NS/NAME`, `describe workload NS/NAME`), or
+    a node (`describe node NAME`)."""
+    if len(target) == 1:
+        _describe_workload(target[0], server, cluster, token)
+    elif len(target) == 2 and target[0] in ("workload", "workloads"):
+        _describe_workload(target[1], server, cluster, token)
+    elif len(target) == 2 and target[0] in ("node", "nodes"):
+        _describe_node(target[1], server, cluster, token)
+    else:
+        _fail(f"error: describe {' '.join(target)!r}: give NS/NAME, workload NS/NAME or node NAME")
+
+
+def _describe_workload(workload: str, server: str, cluster: str, token: str | None) -> None:
+    namespace, name = _ns_name(workload)
     with _client(server, cluster, token) as c:
         v = c.get_workload(namespace, name)
         history = c.history(namespace, name)
     for line in describe_lines(v, [e.model_dump(by_alias=True) for e in history.events]):
+        typer.echo(line)
+
+
+def _describe_node(node: str, server: str, cluster: str, token: str | None) -> None:
+    """A node: labels, taints, allocatable, allocated, free, and the pods on it."""
+    with _client(server, cluster, token) as c:
+        n = c.get_node(node)
+    lines = [f"Name:           {n.name}", f"Unschedulable:  {str(n.unschedulable).lower()}",
+             "Labels:         " + (", ".join(f"{k}={v}" for k, v in sorted(n.labels.items())) or "<none>"),
+             "Taints:         " + (", ".join(f"{t.key}={t.value or ''}:{t.effect}" for t in n.taints) or "<none>")]
+    rows = [["RESOURCE", "ALLOCATABLE", "USED", "FREE"],
+            *([r, n.allocatable.get(r, "0"), n.allocated.get(r, "0"), n.free.get(r, "")] for r in sorted(n.allocatable))]
+    lines += ["Resources:"] + ["  " + row for row in _table(rows)]
+    pods = [p.model_dump(mode="json", by_alias=True) for p in n.pods]
+    lines.append(f"Pods:           ({len(pods)})")
+    if pods:
+        keys = [k for k in ("namespace", "workload", "podGroup", "pod") if any(k in p for p in pods)]
+        lines += ["  " + row for row in _table([[k.upper() for k in keys], *([str(p.get(k, "")) for k in keys]
+                                                                               for p in pods)])]
+    extra = (n.model_extra or {}).get("devices")
+    if extra:
+        lines.append(f"Devices:        {json.dumps(extra, sort_keys=True)}")
+    for line in lines:
         typer.echo(line)
 
 

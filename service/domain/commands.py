@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from service.domain import events as ev
-from service.domain import lifecycle
+from service.domain import lifecycle, scoring
 from service.domain.composite_shape import group_bodies
 from service.domain.model import PREEMPT_LOWER
 from service.domain.rejection import Accepted, Rejection
@@ -123,6 +123,12 @@ def delete_workload(state: ClusterState, name: str, namespace: str | None,
     return ev.WORKLOAD_DELETED, {"namespace": ns, "name": name}
 
 
+def configure_scheduler(state: ClusterState, name: str, namespace: str | None,
+                        body: dict[str, Any]) -> Accepted | Rejection:
+    """PUT /scheduler (sharing.md): recorded as SchedulerConfigured, defaults filled in."""
+    return ev.SCHEDULER_CONFIGURED, scoring.recorded(body.get("scoringStrategy") or {"type": "MostAllocated"})
+
+
 # The command types, in the order of the spec's tables (the app's registry follows this order).
 ACCEPT: dict[str, AcceptFn] = {
     "UpsertNode": upsert_node,
@@ -132,6 +138,7 @@ ACCEPT: dict[str, AcceptFn] = {
     "UpsertResourceSlice": upsert_resource_slice,
     "RemoveResourceSlice": remove_resource_slice,
     "UpsertPriorityClass": upsert_priority_class,
+    "ConfigureScheduler": configure_scheduler,
     "SubmitWorkload": submit_workload,
     "DeleteWorkload": delete_workload,
     "FinishPods": lifecycle.finish_pods,

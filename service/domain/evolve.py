@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from service.domain import dra
+from service.domain import dra, scoring
 from service.domain import events as ev
 from service.domain.model import NodeSpec, PriorityClass, workload_from_submission
 from service.domain.state import ClusterState, Group, Workload
@@ -69,6 +69,12 @@ def _slice_removed(state: ClusterState, e: ev.Event) -> None:
     state.resource_slices.pop(e.data["name"], None)
     dra.remove_slice(state.dra, e.data["name"], state.position + 1)
     state.index.classes.clear()
+
+
+def _scheduler_configured(state: ClusterState, e: ev.Event) -> None:
+    scoring.configure(state, e.data["scoringStrategy"], e.position)
+    state.index.classes.clear()  # another node order: every queue bound is void
+    state.index.dirty.update(range(state.nodes.count))
 
 
 def _submitted(state: ClusterState, e: ev.Event) -> None:
@@ -385,6 +391,7 @@ FOLDS: dict[str, Fold] = {
     ev.WORKLOAD_SUBMITTED: Fold(_submitted, "_submitted", "_submitted_lean"),
     ev.WORKLOAD_DELETED: Fold(_deleted, "_deleted", "_deleted_lean"),
     ev.COMMAND_REJECTED: Fold(_rejected),
+    ev.SCHEDULER_CONFIGURED: Fold(_scheduler_configured),
     ev.PODS_FINISHED: Fold(_pods_finished, "_lifecycle"),
     ev.POD_GROUP_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
     ev.PODS_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),

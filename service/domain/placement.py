@@ -21,7 +21,7 @@ import numpy as np
 
 from service.domain import affinity as af
 from service.domain import domains as dm
-from service.domain import dra, explain_topology, scoring
+from service.domain import dra, explain_topology, fragmentation, scoring
 from service.domain import scores as sc
 from service.domain.domains import base_mask, uniform_count, uniform_domain_terms
 from service.domain.explain import explain_pod, explanation
@@ -120,8 +120,11 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         devices = dra.pod_needs_devices(g, pods[i])
         run = pods[i:run_end]
         failed: int | None = None
+        strategy = scoring.strategy_of(state)
         for tier_rows, tier_scores in _tiers(state, wl.spec.shapes[shape], rows, scores):
-            if devices:
+            if strategy is not None:  # the scheduler configuration's node order (sharing.md)
+                failed = fragmentation.place_run(state, g, run, tier_rows, vec, trial, placements, strategy)
+            elif devices:
                 failed = _place_run_devices(state, g, run, tier_rows, tier_scores, cols, vec, trial, placements)
             elif state.scoring != scoring.MOST_ALLOCATED:  # the strategy seam (scoring.py)
                 failed = scoring.place_least_allocated(state, run, tier_rows, cols, vec, trial, placements)

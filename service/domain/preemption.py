@@ -429,7 +429,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         if chosen.placeable < k:  # pragma: no cover - guarded by the search
             trial.rollback()
             return Refusal(WOULD_NOT_HELP, everything.placeable)
-        victims_units, reprieved = _reprieve(state, chosen, cand, lo, pods, g)
+        victims_units, reprieved = _reprieve(state, chosen, cand, lo, pods, g, removal.release)
         trial.rollback()
     finally:
         removal.set_prefix(0)
@@ -576,7 +576,7 @@ def _still_short(state: ClusterState, g: Group, pods: list[int], k: int, chosen:
 
 
 def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, removed: int, pods: list[int],
-              g: Group) -> tuple[list[Unit], list[Unit]]:
+              g: Group, release: dra.Release | None = None) -> tuple[list[Unit], list[Unit]]:
     """Put the first `removed` units back, most important first; keep those the preemptor survives.
 
     Runs with the removed units off the table and the preemptor's placement applied; the
@@ -611,6 +611,7 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
     alloc = nodes.alloc[pre_rows][:, cols].tolist()
     victims: list[Unit] = []
     kept: list[Unit] = []
+    pending: dict[int, dict[str, int]] = {}  # shares of the units put back so far
     for u in range(removed - 1, -1, -1):  # most important first: the removal order reversed
         unit = cand.unit(u)
         fits = True
@@ -621,10 +622,14 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
             fits = all(x <= a for r in {r for r, _, _ in mine} for x, a in zip(used[r], alloc[r]))
             if fits and held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
                 fits = False  # putting it back would take back devices the preemptor was given
+            if fits and release is not None and release.shares[u] and not release.shares_fit(u, pending):
+                fits = False  # or overfill a shared device's capacity (sharing.md, *Preemption*)
             if not fits:
                 for r, c, v in mine:
                     used[r][c] -= v
         elif held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
+            fits = False
+        elif release is not None and release.shares[u] and not release.shares_fit(u, pending):
             fits = False
         (kept if fits else victims).append(unit)
     return victims, kept

@@ -7,7 +7,7 @@ insertion-ordered and every iteration that reaches an event is sorted.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sortedcontainers import SortedDict
@@ -18,12 +18,19 @@ from service.domain.nodes import NodeTable
 from service.domain.queue import QueueIndex
 from service.domain.workload import SUCCEEDED_POD, Composite, Group, QueueKey, Workload, root_pending
 
+if TYPE_CHECKING:
+    from service.domain.scoring import Scheduler
+
 __all__ = ["JOURNAL_MAX", "ClusterState", "Composite", "Group", "QueueKey", "Workload"]
 
 JOURNAL_MAX = 4096  # moves kept in ClusterState.moves; beyond, the older half is dropped
 
 
 class ClusterState:
+    # the scheduler configuration in force (scoring.py; None: never configured, MostAllocated)
+    scheduler: Scheduler | None = None
+    scheduler_body: dict[str, Any] | None = None
+    scheduler_position: int | None = None
     finished_before = 0
     finishing: set[int] = frozenset()  # type: ignore[assignment]  # states pickled before pod phases: none
     scoring = "MostAllocated"  # the node score's strategy (domain/scoring.py); what-if may set another
@@ -38,6 +45,7 @@ class ClusterState:
         self.device_classes: dict[str, dict[str, Any]] = {}
         self.resource_slices: dict[str, dict[str, Any]] = {}
         self.dra = DeviceState()  # devices, claims and their indexes (dra/)
+        self.dra.cluster = cluster
         self.workloads: dict[tuple[str, str], Workload] = {}
         self.by_position: dict[int, Workload] = {}
         self.finished_before = 0  # finished workloads left out of a light snapshot (a count only)

@@ -126,8 +126,18 @@ def object_views(state: ClusterState, kind: str) -> list[dict[str, Any]]:
     if kind == "priorityclasses":
         return [{"name": pc.name, "value": pc.value, "preemptionPolicy": pc.preemption_policy}
                 for _, pc in sorted(state.priority_classes.items())]
-    source = state.device_classes if kind == "deviceclasses" else state.resource_slices
-    return [{**body, "name": name} for name, body in sorted(source.items())]
+    if kind == "deviceclasses":
+        return [{**body, "name": name} for name, body in sorted(state.device_classes.items())]
+
+    def whose(key: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
+        wl = state.by_position[key[1]]
+        g = wl.groups[key[2]] if key[0] != dra.WORKLOAD else wl.groups[0]
+        return g, {"namespace": wl.spec.namespace, "workload": wl.spec.name,
+                   "podGroup": g.spec.name if key[0] != dra.WORKLOAD else None,
+                   "pod": g.spec.pod_names[key[3]] if key[0] == dra.POD else None}
+
+    return [{**body, "name": name, "deviceUsage": dra.device_usage(state.dra, name, whose)}
+            for name, body in sorted(state.resource_slices.items())]
 
 
 def canonical(state: ClusterState) -> dict[str, Any]:

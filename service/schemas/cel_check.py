@@ -65,7 +65,7 @@ _MACRO = re.compile(r"\.\s*(?:all|exists|exists_one|existsOne|map|filter|transfo
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)")
 _DEVICE_FIELD = re.compile(r"(?<![A-Za-z0-9_.])device\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 # a probe device: an expression without loops is run once on it to learn its result's type
-_PROBE = {"device": {"driver": "", "attributes": {}, "capacity": {}}}
+_PROBE = {"device": {"driver": "", "attributes": {}, "capacity": {}, "allowMultipleAllocations": False}}
 
 
 def _semantic_error(program: Any, expression: str) -> str | None:

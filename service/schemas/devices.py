@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
+from service.domain.quantity import parse_quantity
 from service.schemas.cel_check import CELExpression
 from service.schemas.common import INT64_MAX, INT64_MIN, QUANTITY_SCHEMA, StrictModel, quantity_error
 from service.schemas.errors import duplicate_names as _duplicates
@@ -71,6 +72,7 @@ class DeviceClass(StrictModel):
 # Messages of the cross-field rules, shared with their raw-JSON checks (service/schemas/validate.py).
 ONE_ATTRIBUTE_VALUE = "exactly one of string, int, bool or version must be set"
 ALL_WITH_COUNT = "must not be set when allocationMode is All"
+ONE_CONSTRAINT = "exactly one of matchAttribute and distinctAttribute must be set"
 
 
 def one_reach(chosen: list[str]) -> str:
@@ -97,12 +99,97 @@ class DeviceAttribute(StrictModel):
         return self
 
 
+Quantity = Annotated[Any, WithJsonSchema(QUANTITY_SCHEMA)]
+MAX_VALID_VALUES = 10
+
+
+class CapacityRange(StrictModel):
+    min: Quantity = None
+    max: Quantity = None
+    step: Quantity = None
+
+
+class RequestPolicy(StrictModel):
+    """How a request consumes a capacity of a shareable device (sharing.md)."""
+    default: Quantity = None
+    valid_values: list[Quantity] = Field(None, max_length=MAX_VALID_VALUES)  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
+    valid_range: CapacityRange = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+
+
 class DeviceCapacity(StrictModel):
-    value: Annotated[Any, WithJsonSchema(QUANTITY_SCHEMA)]
+    value: Quantity
+    request_policy: RequestPolicy = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+
+
+def _policy_errors(cap: DeviceCapacity, unit: str, shareable: bool) -> list[tuple[tuple[Any, ...], str]]:
+    """Kubernetes' resource.k8s.io rules for a capacity's requestPolicy (sharing.md's table)."""
+    policy = cap.request_policy
+    if policy is None:
+        return []
+    if not shareable:
+        return [(("requestPolicy",), "may be set only on a device with allowMultipleAllocations: true")]
+    errors: list[tuple[tuple[Any, ...], str]] = []
+
+    def q(value: Any, loc: tuple[Any, ...]) -> int | None:
+        if value is None:
+            return None
+        if (reason := quantity_error(value, unit)) is not None:
+            errors.append((loc, reason))
+            return None
+        return parse_quantity(value, unit)
+
+    value = q(cap.value, ("value",))
+    default = q(policy.default, ("requestPolicy", "default"))
+    valid, rng = policy.valid_values, policy.valid_range
+    if valid is not None and rng is not None:
+        return [*errors, (("requestPolicy",), "only one of validValues and validRange may be set")]
+    if (valid is not None or rng is not None) and policy.default is None:
+        errors.append((("requestPolicy", "default"), "must be set with validValues or validRange"))
+    if valid is not None:
+        loc = ("requestPolicy", "validValues")
+        amounts = [q(v, (*loc, i)) for i, v in enumerate(valid)]
+        for i, a in enumerate(amounts):
+            if a is None:
+                continue
+            prev = amounts[i - 1] if i else None
+            if prev is not None and a <= prev:
+                errors.append(((*loc, i), "must be strictly ascending"))
+            if value is not None and a > value:
+                errors.append(((*loc, i), "must not be above the capacity's value"))
+        if default is not None and default not in amounts:
+            errors.append((loc, "must include default"))
+    if rng is not None:
+        loc = ("requestPolicy", "validRange")
+        vmin, vmax, step = q(rng.min, (*loc, "min")), q(rng.max, (*loc, "max")), q(rng.step, (*loc, "step"))
+        if rng.min is None:
+            errors.append(((*loc, "min"), "is required"))
+        elif vmin is not None:
+            if value is not None and vmin > value:
+                errors.append(((*loc, "min"), "must not be above the capacity's value"))
+            if default is not None and default < vmin:
+                errors.append(((*loc, "min"), "must not be above default"))
+        if vmax is not None and vmin is not None and vmax < vmin:
+            errors.append(((*loc, "max"), "must not be below min"))
+        if vmax is not None and value is not None and vmax > value:
+            errors.append(((*loc, "max"), "must not be above the capacity's value"))
+        if vmax is not None and default is not None and default > vmax:
+            errors.append(((*loc, "max"), "must not be below default"))
+        if rng.step is not None and step is not None:
+            if step <= 0:
+                errors.append(((*loc, "step"), "must be above 0"))
+            elif vmin is not None:
+                if value is not None and vmin + step > value:
+                    errors.append(((*loc, "step"), "min + step must not be above the capacity's value"))
+                if default is not None and (default - vmin) % step:
+                    errors.append(((*loc, "step"), "default - min must be a multiple of step"))
+                if vmax is not None and (vmax - vmin) % step:
+                    errors.append(((*loc, "step"), "max - min must be a multiple of step"))
+    return errors
 
 
 class Device(StrictModel):
     name: DNSLabel
+    allow_multiple_allocations: StrictBool = False
     attributes: dict[DeviceQualifiedName, DeviceAttribute] = Field(default_factory=dict)
     capacity: dict[DeviceQualifiedName, DeviceCapacity] = Field(default_factory=dict)
 
@@ -110,8 +197,12 @@ class Device(StrictModel):
     def _check(self) -> Device:
         errors: list[tuple[tuple[Any, ...], str]] = []
         for key, capacity in self.capacity.items():
-            if (reason := quantity_error(capacity.value, key.rpartition("/")[2])) is not None:
+            unit = key.rpartition("/")[2]
+            if (reason := quantity_error(capacity.value, unit)) is not None:
                 errors.append((("capacity", key, "value"), reason))
+            for loc, why in _policy_errors(capacity, unit, self.allow_multiple_allocations):
+                if loc != ("value",):
+                    errors.append((("capacity", key, *loc), why))
         if len(self.attributes) + len(self.capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
             errors.append(((), f"at most {MAX_ATTRIBUTES_AND_CAPACITIES} attributes and capacities together may be set"))
         raise_errors("Device", errors)
@@ -150,11 +241,26 @@ class ResourceSlice(StrictModel):
         return self
 
 
+class CapacityRequirements(StrictModel):
+    """`capacity.requests`: what each device given to the request must supply (sharing.md)."""
+    requests: dict[DeviceQualifiedName, Quantity] = Field(default_factory=dict, max_length=MAX_REQUESTS)
+
+    @model_validator(mode="after")
+    def _amounts(self) -> CapacityRequirements:
+        errors: list[tuple[tuple[Any, ...], str]] = []
+        for key, amount in self.requests.items():
+            if (reason := quantity_error(amount, key.rpartition("/")[2])) is not None:
+                errors.append((("requests", key), reason))
+        raise_errors("CapacityRequirements", errors)
+        return self
+
+
 class ExactDeviceRequest(StrictModel):
     device_class_name: DNSSubdomain
     allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
     count: StrictInt = Field(1, ge=1, le=2**31 - 1)
     selectors: list[DeviceSelector] = Field(default_factory=list, max_length=MAX_SELECTORS)
+    capacity: CapacityRequirements = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 
     @model_validator(mode="after")
     def _count(self) -> ExactDeviceRequest:
@@ -171,7 +277,14 @@ class DeviceRequest(StrictModel):
 class DeviceConstraint(StrictModel):
     requests: list[DNSLabel] = Field(None, max_length=MAX_REQUESTS,  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
                                      description="The requests it applies to; omitted: all of them.")
-    match_attribute: DeviceQualifiedName
+    match_attribute: DeviceQualifiedName = None  # may be absent, never null: see StrictModel
+    distinct_attribute: DeviceQualifiedName = None  # may be absent, never null: see StrictModel
+
+    @model_validator(mode="after")
+    def _one(self) -> DeviceConstraint:
+        if (self.match_attribute is None) == (self.distinct_attribute is None):
+            raise_errors("DeviceConstraint", [((), ONE_CONSTRAINT)])
+        return self
 
 
 class DeviceClaim(StrictModel):

@@ -50,9 +50,13 @@ class CommandEnvelope(StrictModel):
     cluster: ClusterName
     type: CommandTypeName
     namespace: DNSLabel = None
-    name: StrictStr = Field(description="The object's name: a DNS-1123 subdomain for nodes, device classes, "
-                                        "slices and priority classes, a DNS-1123 label for workloads.")
+    name: StrictStr = Field(None, description="The object's name: a DNS-1123 subdomain for nodes, device "  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+                                              "classes, slices and priority classes, a DNS-1123 label for "
+                                              "workloads; required but for ConfigureScheduler (body only).")
     body: dict[str, Any] = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
+
+
+CONFIGURE_SCHEDULER = "ConfigureScheduler"
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,14 @@ def validate_envelope(raw: bytes | bytearray | memoryview | str | dict[str, Any]
     spec = COMMANDS[envelope.type]
     kind, for_workload = spec.body, spec.for_workload
     errors: list[dict[str, Any]] = []
-    name_error = (dns1123_label_error if for_workload else dns1123_subdomain_error)(envelope.name)
-    if name_error is not None:
+    name = envelope.name
+    if envelope.type == CONFIGURE_SCHEDULER:  # the cluster's one configuration: addressed by the cluster
+        if name is not None:
+            errors.append({"loc": ["name"], "msg": f"not allowed for {envelope.type}"})
+        name = "scheduler"
+    elif name is None:
+        errors.append({"loc": ["name"], "msg": "Field required"})
+    elif (name_error := (dns1123_label_error if for_workload else dns1123_subdomain_error)(name)) is not None:
         errors.append({"loc": ["name"], "msg": name_error})
     if for_workload and envelope.namespace is None:
         errors.append({"loc": ["namespace"], "msg": f"required for {envelope.type}"})
@@ -88,12 +98,13 @@ def validate_envelope(raw: bytes | bytearray | memoryview | str | dict[str, Any]
         errors.append({"loc": ["body"], "msg": f"required for {envelope.type}"})
     elif kind is not None:
         try:
-            body = validate_body(kind, envelope.body, name=envelope.name, namespace=envelope.namespace)
+            body = validate_body(kind, envelope.body, name=name, namespace=envelope.namespace)
         except InputValidationError as exc:
             errors.extend(exc.errors)
     if errors:
         raise InputValidationError(errors)
-    command = Command(cluster=envelope.cluster, type=envelope.type, name=envelope.name,
+    assert name is not None
+    command = Command(cluster=envelope.cluster, type=envelope.type, name=name,
                       namespace=envelope.namespace if for_workload else None, body=body)
     return ValidatedMessage(id=envelope.id, command=command)
 

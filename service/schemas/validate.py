@@ -25,6 +25,7 @@ from service.schemas.devices import (
 from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.inventory import Node, PriorityClass
 from service.schemas.lifecycle import PodStatusReport, podstatus_cross_field_errors
+from service.schemas.scheduler import SchedulerConfiguration
 from service.schemas.scheduling import taint_errors
 from service.schemas.workload import MAX_PODS_PER_WORKLOAD, Workload
 
@@ -35,6 +36,7 @@ BODY_MODELS: dict[str, type[StrictModel]] = {
     "ResourceSlice": ResourceSlice,
     "PriorityClass": PriorityClass,
     "Workload": Workload,
+    "SchedulerConfiguration": SchedulerConfiguration,
     "PodStatusReport": PodStatusReport,
 }
 # Kinds whose name is the object's address (the URL path, the Kafka envelope): an optional

@@ -36,15 +36,14 @@ def test_submit_get_describe(server, cluster, tmp_path):
     (tmp_path / "job.yaml").write_text(JOB)
     dry = run("submit", "-f", str(tmp_path / "job.yaml"), "--dry-run", env=env)
     assert dry.exit_code == 0, dry.output
-    assert "workload team-a/train would be Scheduled" in dry.output
+    assert "team-a/train Scheduled (2/2 pods) (dry run)" in dry.output
     done = run("submit", "-f", str(tmp_path / "job.yaml"), env=env)
-    assert done.exit_code == 0 and "workload team-a/train submitted, Scheduled" in done.output
-    assert "job: Scheduled, 2/2 pods placed (minCount 2)" in done.output
+    assert done.exit_code == 0 and "team-a/train Scheduled (2/2 pods)" in done.output
     body = {"name": "big", "podGroups": [{"name": "g", "schedulingPolicy": {"gang": {"minCount": 1}},
                                           "pods": [{"name": "p", "requests": {"cpu": "64"}}]}]}
     (tmp_path / "big.json").write_text(json.dumps(body))
     waits = run("submit", "-f", str(tmp_path / "big.json"), "-n", "team-b", "--server", server, "--cluster", cluster)
-    assert waits.exit_code == 0 and "waiting: 0/1 nodes are available: 1 Insufficient cpu." in waits.output
+    assert waits.exit_code == 0 and "team-b/big Pending (0/1 pods): 0/1 nodes are available: 1 Insufficient cpu." in waits.output
 
     listed = run("get", "workloads", env=env)
     assert listed.exit_code == 0
@@ -93,4 +92,73 @@ def test_client_commands_fail_clearly(server, cluster, tmp_path):
     invalid = run("submit", "-f", str(tmp_path / "invalid.json"), env=env)
     assert invalid.exit_code == 1 and "422" in invalid.output and "body.podGroups" in invalid.output
     down = run("get", "workloads", "--server", "http://127.0.0.1:9", env={"GANGPLANK_CLUSTER": cluster})
-    assert down.exit_code == 2 and "cannot reach http://127.0.0.1:9" in down.output
+    assert down.exit_code == 3 and "cannot reach http://127.0.0.1:9" in down.output
+
+
+STACK = textwrap.dedent("""\
+    apiVersion: v1
+    kind: Service
+    metadata: {name: front, namespace: team-c}
+    spec: {ports: [{port: 80}]}
+    ---
+    apiVersion: jobset.x-k8s.io/v1alpha2
+    kind: JobSet
+    metadata: {name: demo, namespace: team-c}
+    spec:
+      replicatedJobs:
+      - name: driver
+        template: {spec: {template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}}}
+      - name: workers
+        dependsOn: [{name: driver, status: Ready}]
+        template:
+          spec:
+            parallelism: 2
+            template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}
+    """)
+
+
+def test_several_files_stages_delete_nodes_and_outputs(server, cluster, tmp_path):
+    with Client(server, cluster=cluster) as c:
+        c.put_node("n1", allocatable={"cpu": "8"}, labels={"zone": "a"})
+    env = {"GANGPLANK_SERVER": server, "GANGPLANK_CLUSTER": cluster}
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "a-stack.yaml").write_text(STACK)
+    (tmp_path / "job.yaml").write_text(JOB)
+    done = run("submit", "-f", str(tmp_path / "dir"), "-f", str(tmp_path / "job.yaml"), env=env)
+    assert done.exit_code == 0, done.output
+    assert "skipped: v1 Service front" in done.output
+    assert "team-c/demo Scheduled (1/1 pods)" in done.output and "team-a/train Scheduled (2/2 pods)" in done.output
+    assert "staged: team-c/demo-workers waits for team-c/demo (driver Ready)" in done.output
+    follow = run("submit", "-f", str(tmp_path / "dir"), "--follow", env=env)
+    assert follow.exit_code == 0, follow.output
+    assert "team-c/demo-workers Scheduled (2/2 pods)" in follow.output
+    nodes = run("get", "nodes", env=env)
+    assert nodes.exit_code == 0 and nodes.output.splitlines()[0].split() == ["NAME", "STATUS", "PODS", "CPU", "MEMORY"]
+    assert nodes.output.splitlines()[1].split()[:3] == ["n1", "Ready", "5"]
+    as_json = json.loads(run("get", "workloads", "-n", "team-c", "-o", "json", env=env).output)
+    assert [i["name"] for i in as_json["items"]] == ["demo", "demo-workers"]
+    assert "name: n1" in run("get", "nodes", "-o", "yaml", env=env).output
+    assert run("get", "workloads", "-A", "-o", "name", env=env).output.split() == [
+        "workload/team-c/demo", "workload/team-a/train", "workload/team-c/demo-workers"]
+    node = run("describe", "node", "n1", env=env)
+    assert node.exit_code == 0 and "Labels:         zone=a" in node.output and "demo-workers" in node.output
+    assert run("describe", "workload", "team-a/train", env=env).exit_code == 0
+    gone = run("delete", "-f", str(tmp_path / "dir"), env=env)
+    assert gone.exit_code == 0 and "workload team-c/demo deleted" in gone.output
+    assert "workload team-c/demo-workers deleted" in gone.output
+    one = run("delete", "workload", "team-a/train", env=env)
+    assert one.exit_code == 0 and "workload team-a/train deleted" in one.output
+    assert run("delete", "workload", "team-a/train", env=env).exit_code == 1
+    assert run("get", "workloads", "-o", "toml", env=env).exit_code == 2
+    assert run("submit", "-f", str(tmp_path / "nothing.yaml"), env=env).exit_code == 2
+
+
+def test_no_traceback_for_any_input(server, cluster, tmp_path):
+    env = {"GANGPLANK_SERVER": server, "GANGPLANK_CLUSTER": cluster}
+    for i, text in enumerate(["[1, 2]", "kind: Job", "apiVersion: batch/v1\nkind: Job\nmetadata: 3",
+                              "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\nspec: [1]",
+                              "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}", "\x00\x01", "{{{"]):
+        (tmp_path / f"{i}.yaml").write_text(text)
+        result = run("submit", "-f", str(tmp_path / f"{i}.yaml"), env=env)
+        assert result.exit_code == 2, (text, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (text, result.exception)

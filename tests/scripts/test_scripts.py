@@ -46,7 +46,7 @@ def _pip_calls(tree: Path) -> list[str]:
     return [c for c in calls if c.startswith("-m pip")]
 
 
-@pytest.mark.parametrize("script,install", [("serve", "-m pip install --quiet -e ."),
+@pytest.mark.parametrize("script,install", [("serve", "-m pip install --quiet -e . -e client"),
                                             ("test", "-m pip install --quiet -e .[test] -e client[test]")])
 def test_a_second_start_installs_nothing_and_works_offline(tree: Path, script: str, install: str) -> None:
     first = _run(tree, script, "--port", "9")

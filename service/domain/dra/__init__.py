@@ -6,6 +6,8 @@ One concern per module:
 - `claims`: claim templates, claim keys, and which claims each pod of a group uses;
 - `index`: per matcher (class + selectors) the matching devices, per node row;
 - `search`: which candidate devices a claim gets on one node (matchAttribute search);
+- `capacity`: consumable capacity: request policies, consumption, canonical amounts;
+- `sharing`: allocation with shareable devices, capacity requests and distinctAttribute;
 - `devices`: the device state (`ClusterState.dra`): devices, live claims, busy devices;
 - `ledger`: trial allocation while placement places pods;
 - `explain`: why a pod's claims cannot be allocated;
@@ -30,11 +32,11 @@ from service.domain.dra.devices import DeviceState
 from service.domain.dra.explain import explain_pod
 from service.domain.dra.ledger import Ledger
 from service.domain.dra.release import Loss, Release, claims_released, held_devices, losses, unit_conflicts
-from service.domain.dra.views import canonical, claim_views, describe_allocations
+from service.domain.dra.views import canonical, claim_views, describe_allocations, device_usage
 
 __all__ = [
     "GROUP", "POD", "WORKLOAD", "Allocation", "DeviceState", "Ledger", "Loss", "Release", "canonical",
-    "claim_views", "claims_allocated", "claims_dropped", "claims_released", "describe_allocations",
+    "claim_views", "claims_allocated", "device_usage", "claims_dropped", "claims_released", "describe_allocations",
     "explain_pod", "group_needs_devices", "held_devices", "losses", "pod_needs_devices", "remove_class",
     "remove_slice", "unit_conflicts", "upsert_class", "upsert_slice", "workload_released",
 ]

@@ -12,9 +12,9 @@ from typing import Any
 import cel
 
 # what CEL sees of a device: (driver, ((domain, ((name, tag, value), ...)), ...),
-# ((domain, ((name, amount), ...)), ...)), hashable
+# ((domain, ((name, amount), ...)), ...), allowMultipleAllocations), hashable
 CelKey = tuple[str, tuple[tuple[str, tuple[tuple[str, int, Any], ...]], ...],
-               tuple[tuple[str, tuple[tuple[str, int], ...]], ...]]
+               tuple[tuple[str, tuple[tuple[str, int], ...]], ...], bool]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -26,9 +26,10 @@ def _program(expression: str) -> Any:
 
 
 def _context(ctx_key: CelKey) -> dict[str, Any]:
-    driver, attrs, caps = ctx_key
+    driver, attrs, caps, shareable = ctx_key
     return {"device": {
         "driver": driver,
+        "allowMultipleAllocations": shareable,
         "attributes": {domain: {name: value for name, _tag, value in items} for domain, items in attrs},
         "capacity": {domain: dict(items) for domain, items in caps},
     }}

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from service.domain.dra import capacity, views
 from service.domain.dra import claims as cl
-from service.domain.dra.claims import POD, Allocation, ClaimKey
+from service.domain.dra.claims import POD, Allocation, ClaimKey, Share
 from service.domain.dra.devices import DeviceState
 from service.domain.dra.inventory import Ident, Slice
 
@@ -67,6 +68,7 @@ def _slice_changed(ds: DeviceState, name: str, new: Slice | None, at: int) -> No
             owner = ds.owner.get(did)
             if owner is not None:
                 lost_keys.add(owner)
+            lost_keys.update(ds.sharers.get(did, ()))
     lost = [a for a in (ds.drop_claim(k) for k in sorted(lost_keys)) if a is not None]
     ds.lost = (at, lost)
     ds.version += 1
@@ -84,8 +86,29 @@ def claims_allocated(ds: DeviceState, g: Group, claims: list[dict[str, Any]]) ->
         key = cl.key_of(g, c)
         if key is None:
             continue
-        ids = tuple(ds.device_id((d["driver"], d["pool"], d["device"])) for d in c.get("devices") or ())
-        ds.add_claim(Allocation(key, c["name"], c["sharing"], key[3] if c["sharing"] == POD else None, ids))
+        devices = c.get("devices") or ()
+        ids = tuple(ds.device_id((d["driver"], d["pool"], d["device"])) for d in devices)
+        shares = _shares(ds, g, key, devices) if any("shareID" in d for d in devices) else None
+        ds.add_claim(Allocation(key, c["name"], c["sharing"], key[3] if c["sharing"] == POD else None, ids, shares))
+
+
+def _shares(ds: DeviceState, g: Group, key: ClaimKey, devices: Any) -> tuple[Share | None, ...]:
+    """The shares of a recorded allocation: each device's request and index among the
+    request's results, in the claim's request order (an `All` request's count is read from the
+    shareIDs), and what it consumes."""
+    requests = cl.template_of(ds, g, key).requests
+    out: list[Share | None] = []
+    r, k = 0, 0
+    for d in devices:
+        while r < len(requests) and not requests[r].all and k >= requests[r].count:
+            r, k = r + 1, 0
+        if r < len(requests) and requests[r].all and "shareID" in d and r + 1 < len(requests):
+            if d["shareID"] != views.share_id(ds.cluster, g, key, requests[r].name, k):
+                r, k = r + 1, 0
+        name = requests[r].name if r < len(requests) else ""
+        out.append((name, k, capacity.parse_amounts(d["consumedCapacity"])) if "shareID" in d else None)
+        k += 1
+    return tuple(out)
 
 
 def claims_dropped(ds: DeviceState, g: Group, released: list[dict[str, Any]] | None) -> None:

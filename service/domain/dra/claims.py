@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from service.domain.model import ClaimRef
+from service.domain.quantity import QuantityError, parse_quantity
 
 if TYPE_CHECKING:
     from service.domain.dra.devices import DeviceState
@@ -28,6 +29,7 @@ class Request:
     all: bool
     count: int
     selectors: tuple[str, ...]
+    capacity: tuple[tuple[str, int], ...] = ()  # capacity.requests, by name as written (sharing.md)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,12 @@ class Template:
     requests: tuple[Request, ...]
     constraints: tuple[tuple[str, tuple[int, ...]], ...]  # (matchAttribute, request indices)
     error: str | None = None
+    distinct: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (distinctAttribute, request indices)
+
+    @property
+    def sharing_aware(self) -> bool:
+        """Needs the capacity-aware allocation (sharing.md) even with no shareable device."""
+        return bool(self.distinct) or any(r.capacity for r in self.requests)
 
 
 def parse_template(spec: Any) -> Template:
@@ -47,17 +55,29 @@ def parse_template(spec: Any) -> Template:
         requests.append(Request(
             name=r.get("name", ""), device_class=exactly.get("deviceClassName", ""),
             all=exactly.get("allocationMode", "ExactCount") == "All", count=int(exactly.get("count", 1)),
-            selectors=tuple(s["cel"]["expression"] for s in exactly.get("selectors") or ())))
+            selectors=tuple(s["cel"]["expression"] for s in exactly.get("selectors") or ()),
+            capacity=_capacity_requests(exactly)))
     index = {r.name: i for i, r in enumerate(requests)}
     constraints = []
+    distinct = []
     for c in devices.get("constraints") or ():
-        attr = c.get("matchAttribute")
-        if not attr:
-            continue
         names = c.get("requests")
         members = tuple(range(len(requests))) if not names else tuple(index[n] for n in names if n in index)
-        constraints.append((attr, members))
-    return Template(tuple(requests), tuple(constraints))
+        if c.get("matchAttribute"):
+            constraints.append((c["matchAttribute"], members))
+        elif c.get("distinctAttribute"):
+            distinct.append((c["distinctAttribute"], members))
+    return Template(tuple(requests), tuple(constraints), None, tuple(distinct))
+
+
+def _capacity_requests(exactly: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    out = []
+    for name, amount in sorted(((exactly.get("capacity") or {}).get("requests") or {}).items()):
+        try:
+            out.append((name, parse_quantity(amount, name.rpartition("/")[2])))
+        except QuantityError:  # validated upstream
+            continue
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -88,6 +108,14 @@ class Allocation:
     sharing: str
     pod: int | None  # the pod of a per-pod claim
     device_ids: tuple[int, ...]  # in allocation order
+    # per device: None on an exclusive device, else (request name, k, consumed amounts)
+    shares: tuple[Share | None, ...] | None = None
+
+    def share(self, i: int) -> Share | None:
+        return None if self.shares is None else self.shares[i]
+
+
+Share = tuple[str, int, tuple[tuple[str, int], ...]]
 
 
 def _resolve(wl: Workload, gi: int, ref: ClaimRef) -> str:
@@ -186,3 +214,12 @@ def pod_needs_devices(g: Group, pod: int) -> bool:
 def group_needs_devices(g: Group) -> bool:
     wl = g.workload.spec
     return bool(g.spec.claims or wl.claims or any(wl.shapes[s].claims for s in set(g.spec.pod_shapes)))
+
+
+def template_of(ds: DeviceState, g: Group, key: ClaimKey) -> Template:
+    """The template of one of the claims the group uses."""
+    gi = info(ds, g)
+    for u in [u for uses in gi.shape_uses.values() for u in uses] + list(gi.group_uses) + list(gi.wl_uses):
+        if u.name == key[-1] and u.sharing == key[0]:
+            return u.template
+    return Template((), ())

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from service.domain.dra import claims as cl
-from service.domain.dra.claims import POD, Template, Use
+from service.domain.dra.claims import POD, Request, Share, Template, Use
+from service.domain.dra.devices import DeviceState
 from service.domain.dra.index import MatcherKey
 from service.domain.dra.ledger import Ledger
 
@@ -94,7 +95,7 @@ def _diagnose(ledger: Ledger, g: Group, pod: int, row: int, uses: tuple[Use, ...
     """The exact first failure on one row (the counts said enough devices)."""
     ds, nodes = ledger.ds, ledger.nodes
     pod_name = g.spec.pod_names[pod]
-    taken: list[int] = []
+    taken: list[tuple[int, Share | None]] = []
     try:
         for u, use in enumerate(uses):
             base = {"claim": use.name, "sharing": use.sharing, "pod": pod_name if use.sharing == POD else None}
@@ -104,11 +105,16 @@ def _diagnose(ledger: Ledger, g: Group, pod: int, row: int, uses: tuple[Use, ...
                     entry((u, -1, 0), {**base, "reason": "AllocatedDevicesNotReachable"}, 1)
                     return
                 continue
-            ids = ds.allocate(nodes, use.template, row)
-            if ids is not None:
-                for d in ids:
-                    ds.busy[d] = True
-                taken.extend(ids)
+            got = ds.allocate(nodes, use.template, row)
+            if got is not None:
+                ids, shares = got
+                for i, d in enumerate(ids):
+                    share = shares[i] if shares is not None else None
+                    if share is None:
+                        ds.busy[d] = True
+                    else:
+                        ds.add_share(d, share[2], 1)
+                    taken.append((d, share))
                 continue
             unconstrained = Template(use.template.requests, ())
             if use.template.constraints and ds.allocate(nodes, unconstrained, row) is not None:
@@ -127,10 +133,22 @@ def _diagnose(ledger: Ledger, g: Group, pod: int, row: int, uses: tuple[Use, ...
                     entry((u, r, 0), {**base, "request": req.name, "deviceClassName": req.device_class,
                                       "needed": "All" if req.all else req.count,
                                       "reason": "InsufficientDevices"}, 1,
-                          available=sum(1 for d in cands if not ds.busy[d]), reachable=len(cands))
+                          available=sum(1 for d in cands if _free(ds, d, req)), reachable=len(cands))
                     return
             entry((u, -1, 2), {**base, "reason": "InsufficientDevices"}, 1)  # pragma: no cover
             return
     finally:
-        for d in taken:
-            ds.busy[d] = False
+        for d, share in taken:
+            if share is None:
+                ds.busy[d] = False
+            else:
+                ds.add_share(d, share[2], -1)
+
+
+def _free(ds: DeviceState, d: int, req: Request) -> bool:
+    """Can take the request now (sharing.md: a device short of capacity is reachable only)."""
+    if not req.capacity and not ds.devices[d].shareable and not ds.nshares:
+        return not ds.busy[d]
+    if ds.devices[d].shareable:
+        return ds.can_share(d, req) is not None
+    return ds.can_take_exclusive(d, req)

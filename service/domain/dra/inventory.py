@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.domain.dra.capacity import Cap, parse_caps
 from service.domain.dra.cel import CelKey
 from service.domain.quantity import QuantityError, parse_quantity
 
@@ -45,7 +46,8 @@ class Slice:
 
 
 class Device:
-    __slots__ = ("id", "ident", "slice", "kind", "node", "selector", "ctx_key", "attrs", "alive")
+    __slots__ = ("id", "ident", "slice", "kind", "node", "selector", "ctx_key", "attrs", "alive", "shareable",
+                 "caps")
 
     def __init__(self, did: int, ident: Ident) -> None:
         self.id = did
@@ -54,9 +56,11 @@ class Device:
         self.kind = ALL
         self.node: str | None = None
         self.selector: Selector = ()
-        self.ctx_key: CelKey = (ident[0], (), ())
+        self.ctx_key: CelKey = (ident[0], (), (), False)
         self.attrs: dict[str, Attr] = {}
         self.alive = False
+        self.shareable = False  # allowMultipleAllocations (sharing.md)
+        self.caps: dict[str, Cap] = {}  # by capacity name as written
 
     def load(self, sl: Slice, body: dict[str, Any]) -> None:
         self.slice, self.kind, self.node, self.selector = sl.name, sl.kind, sl.node, sl.selector
@@ -82,8 +86,10 @@ class Device:
                 continue
             caps.setdefault(domain, []).append((name, amount))
         self.attrs = attrs
+        self.shareable = body.get("allowMultipleAllocations") is True
+        self.caps = parse_caps(body)
         self.ctx_key = (driver, tuple((d, tuple(v)) for d, v in sorted(by_domain.items())),
-                        tuple((d, tuple(v)) for d, v in sorted(caps.items())))
+                        tuple((d, tuple(v)) for d, v in sorted(caps.items())), self.shareable)
         self.alive = True
 
     def attr(self, qualified: str) -> Attr | None:

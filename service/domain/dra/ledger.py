@@ -10,6 +10,7 @@ from service.domain.dra import claims as cl
 from service.domain.dra.claims import POD, Allocation, ClaimKey
 from service.domain.dra.devices import DeviceState
 from service.domain.dra.index import Index, MatcherKey
+from service.domain.dra.sharing import Chooser
 from service.domain.nodes import NodeTable
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ class Ledger:
         self._new: list[Allocation] = []
         self._claims: dict[ClaimKey, Allocation] = {}
         self.shared_made = 0  # shared claims allocated in this trial (placement re-filters on change)
+        self.chooser: Chooser | None = None  # the scoring strategy's device choice (fragmentation.py)
 
     def allocation(self, key: ClaimKey) -> Allocation | None:
         got = self._claims.get(key)
@@ -42,26 +44,36 @@ class Ledger:
                     self._undo(mark)
                     return False
                 continue
-            ids = ds.allocate(nodes, use.template, node)
-            if ids is None:
+            got = ds.allocate(nodes, use.template, node, self.chooser)
+            if got is None:
                 self._undo(mark)
                 return False
-            a = Allocation(key, use.name, use.sharing, pod if use.sharing == POD else None, ids)
+            ids, shares = got
+            a = Allocation(key, use.name, use.sharing, pod if use.sharing == POD else None, ids, shares)
             self._new.append(a)
             self._claims[key] = a
-            for d in ids:
-                ds.busy[d] = True
+            for i, d in enumerate(ids):
+                share = a.share(i)
+                if share is None:
+                    ds.busy[d] = True
+                else:
+                    ds.add_share(d, share[2], 1)
             if use.sharing != POD:
                 self.shared_made += 1
         return True
 
     def _undo(self, mark: int) -> None:
-        busy = self.ds.busy
+        ds = self.ds
+        busy = ds.busy
         while len(self._new) > mark:
             a = self._new.pop()
             del self._claims[a.claim]
-            for d in a.device_ids:
-                busy[d] = False
+            for i, d in enumerate(a.device_ids):
+                share = a.share(i)
+                if share is None:
+                    busy[d] = False
+                else:
+                    ds.add_share(d, share[2], -1)
 
     def new_allocations(self) -> list[Allocation]:
         return list(self._new)

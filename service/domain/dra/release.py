@@ -2,6 +2,7 @@
 preemption simulation gives back, and the pods a slice change leaves without their devices."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ class Release:
         left: dict[int, int] = {}
         wl_left: dict[int, int] = {}
         self.freed: list[np.ndarray] = []
+        self.shares: list[list[tuple[int, tuple[tuple[str, int], ...]]]] = []
         for g, pods in units:
             if id(g) not in left:
                 left[id(g)] = g.placed
@@ -42,6 +44,9 @@ class Release:
             if wl.position not in wl_left:
                 wl_left[wl.position] = sum(1 for o in wl.groups if o.placed)
             ids: list[int] = []
+            shares: list[tuple[int, tuple[tuple[str, int], ...]]] = []
+            take = functools.partial(_take, ids, shares)
+
             keys = ds.by_workload.get(wl.position, ())
             if keys:
                 info = cl.info(ds, g)
@@ -50,35 +55,71 @@ class Release:
                         if use.sharing == POD:
                             a = ds.claims.get(cl.key(g, p, use))
                             if a is not None:
-                                ids.extend(a.device_ids)
+                                take(a)
                 left[id(g)] -= len(pods)
                 if left[id(g)] == 0:
                     for use in info.group_uses:
                         a = ds.claims.get(cl.key(g, -1, use))
                         if a is not None:
-                            ids.extend(a.device_ids)
+                            take(a)
                     wl_left[wl.position] -= 1
                     if wl_left[wl.position] == 0:
                         for key in sorted(k for k in keys if k[0] == WORKLOAD):
-                            ids.extend(ds.claims[key].device_ids)
+                            take(ds.claims[key])
             else:
                 left[id(g)] -= len(pods)
                 if left[id(g)] == 0:
                     wl_left[wl.position] -= 1
             self.freed.append(np.array(ids, dtype=np.int64))
+            self.shares.append(shares)
         self.applied = 0
 
     def set_prefix(self, units: int) -> None:
-        busy = self.ds.busy
+        ds = self.ds
+        busy = ds.busy
         for i in range(self.applied, units):
             busy[self.freed[i]] = False
+            for d, amounts in self.shares[i]:
+                ds.add_share(d, amounts, -1)
         for i in range(units, self.applied):
             busy[self.freed[i]] = True
+            for d, amounts in self.shares[i]:
+                ds.add_share(d, amounts, 1)
         self.applied = units
+
+    def shares_fit(self, u: int, pending: dict[int, dict[str, int]]) -> bool:
+        """Would putting unit u back (its removal applied) keep every capacity of every device
+        within its value, with the shares already put back in `pending`? If so, count it."""
+        devs, used = self.ds.devices, self.ds.used
+        want: dict[int, dict[str, int]] = {}
+        for d, amounts in self.shares[u]:
+            more = want.setdefault(d, {})
+            for name, v in amounts:
+                more[name] = more.get(name, 0) + v
+        for d, more in want.items():
+            caps = devs[d].caps
+            now, back = used.get(d, {}), pending.get(d, {})
+            if any(now.get(n, 0) + back.get(n, 0) + v > (caps[n].value if n in caps else 0) for n, v in more.items()):
+                return False
+        for d, more in want.items():
+            back = pending.setdefault(d, {})
+            for name, v in more.items():
+                back[name] = back.get(name, 0) + v
+        return True
+
+
+def _take(ids: list[int], shares: list[tuple[int, tuple[tuple[str, int], ...]]], a: Allocation) -> None:
+    for i, d in enumerate(a.device_ids):
+        share = a.share(i)
+        if share is None:
+            ids.append(d)
+        else:
+            shares.append((d, share[2]))
 
 
 def held_devices(allocations: list[Allocation]) -> set[int]:
-    return {d for a in allocations for d in a.device_ids}
+    """The exclusive devices given to the preemptor (shares are checked by capacity)."""
+    return {d for a in allocations for i, d in enumerate(a.device_ids) if a.share(i) is None}
 
 
 def unit_conflicts(ds: DeviceState, held: set[int], g: Group, pods: list[int]) -> bool:
