@@ -53,6 +53,7 @@ class Routine:
     explain: bool
     trial: pl.Trial = field(init=False)
     counts: bool = field(init=False)
+    proved: bool = False  # the root's every candidate domain lacks room for its pods (capacity alone)
     placed: list[tuple[int, pl.Attempt]] = field(default_factory=list)  # (group index, its placement)
     domains: dict[int, str] = field(default_factory=dict)  # CPG index -> the domain chosen for it
 
@@ -140,6 +141,8 @@ class Routine:
         start = self.mark()
         plan = self._rigid_plan(ci, layout, inside, candidates)
         known, out_of_reach = plan if plan is not None else (None, set())
+        if known is not None and self.wl.spec.cpgs[ci].parent is None and len(out_of_reach) == len(candidates):
+            self.proved = True  # fewer rows' worth of room than pods, per shape, in every domain
         order = candidates if known is None else sorted(candidates, key=lambda d: (-known[d], d))
         choice = sc.DomainChoice()
         shown: tuple[tuple[int, int, int], int, Outcome] | None = None
