@@ -70,6 +70,12 @@ class Plan:
 
 
 # -- candidate units ------------------------------------------------------------------------
+def _snap(g: Group) -> list[Any]:
+    """What a group's units are made of: its placements, and its Succeeded pods and minCount (a
+    report or a scale can change its surplus without moving a pod)."""
+    return [*g.placed_at, (g.succeeded, g.spec.min_count)]
+
+
 _UNIT_FIELDS = ("prio", "single", "npods", "e_pos", "e_idx", "gid", "j", "nent")
 
 
@@ -107,7 +113,7 @@ class _Order:
         self.cursor: int | None = None  # moves of the state's journal already applied
         self.groups: list[Group | None] = []  # per gid; None once out
         self.parts: list[list[list[int]] | None] = []  # per gid: its units' pods
-        self.snaps: list[list[tuple[int, int] | None] | None] = []  # per gid: its placed_at when it came in
+        self.snaps: list[list[Any] | None] = []  # per gid: its placed_at when it came in
         self.by_key: dict[tuple[int, int, int], int] = {}  # running key -> gid, the groups in
         self.live = np.zeros(0, dtype=bool)  # per gid: in
         self.entries: dict[tuple[int, int], tuple[list[int], list[int]]] = {}  # (workload, shape) -> cols, amounts
@@ -131,7 +137,7 @@ class _Order:
             running = state.running
             snaps = self.snaps
             changed = [key for key, g in running.items()
-                       if (gid := self.by_key.get(key)) is None or snaps[gid] != g.placed_at]
+                       if (gid := self.by_key.get(key)) is None or snaps[gid] != _snap(g)]
             changed.extend(key for key in self.by_key if key not in running)
             changed.sort()
             self.cursor = None if moves is None else dropped + len(moves)
@@ -195,12 +201,12 @@ class _Order:
             wpos = wl.position
             node_of, placed_at, pod_shapes = g.node_of, g.placed_at, spec.pod_shapes
             placed = [i for i, n in enumerate(node_of) if n >= 0]
-            whole = spec.disruption_all or (spec.gang and g.placed <= spec.min_count)
+            whole = spec.disruption_all or (spec.gang and g.surplus <= 0)  # Succeeded pods count
             gid = len(self.groups)
             self.by_key[g.running_key] = gid
             self.groups.append(g)
             self.parts.append([placed] if whole else [[p] for p in placed])
-            self.snaps.append(list(placed_at))
+            self.snaps.append(_snap(g))
             start = len(flat)
             for p in placed:
                 shape = pod_shapes[p]
@@ -636,7 +642,7 @@ def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
     out = []
     for g in sorted(order, key=lambda x: x.key):
         _, pods, whole = by_group[id(g)]
-        escalated = not whole and g.spec.gang and len(pods) > g.placed - g.spec.min_count
+        escalated = not whole and g.spec.gang and len(pods) > g.surplus
         if escalated:
             pods = [i for i, n in enumerate(g.node_of) if n >= 0]
         pods = sorted(set(pods))
