@@ -167,13 +167,13 @@ class Routine:
 
     def _rigid(self, ci: int) -> bool:
         """X is satisfied only with every pod of its subtree placed: every CPG needs all its children
-        and every pod group all its pods, none placed yet."""
+        and every pod group all its pods, none placed or finished yet."""
         spec = self.wl.spec.cpgs[ci]
         if spec.children and gang.quorum(spec, spec.children - 1):  # it does without one of them
             return False
         for gi in spec.child_groups:
             g = self.wl.groups[gi]
-            if g.placed or gang.need(g.spec) != g.total:
+            if g.placed or g.finished or gang.need(g.spec) != g.total:  # finished pods are never placed
                 return False
         return all(self._rigid(cj) for cj in spec.child_cpgs)
 
