@@ -6,9 +6,16 @@ stream of LeaderWorkerSet-like trees (a root on `block` holding 2-8 replicas, ea
 some on `rack`), at priorities 0/50/100, is submitted; once the cluster is near 90% of its
 GPUs, the oldest workloads are deleted to stay there. Reports trees decided/s, pods/s, and
 p50/p99 per tree input and per flat input (accept + handle, as bench/decider.py).
-Trees do not preempt yet (docs/composite.md); flat gangs do, and never take pods of trees.
+Preemption is on (every workload may preempt lower priorities; which of trees' pods preemption
+takes is the branch tree-preempt's, issue 21 part 2).
 
-    python bench/composite.py [--inputs 3000] [--tree-share 0.5] [--seed 7]
+Issue 21 additions: `--pending-trees N` first submits N trees that cannot fit (a root on `block`
+needing 11 replicas, each a whole rack of 50 eight-GPU workers, in a block of 10 racks),
+which stay pending through the stream; with `--probe` every 20th input is one that frees nothing (a
+node relabelled with a label no selector, affinity or topology reads), timed apart as `nothing_ms`
+(off by default: bench/digest.py hashes the default stream).
+
+    python bench/composite.py [--inputs 3000] [--tree-share 0.5] [--seed 7] [--pending-trees 0] [--probe]
 """
 from __future__ import annotations
 
@@ -62,6 +69,21 @@ def tree(rng: random.Random, name: str, priority: int) -> tuple[dict, int]:
     return body, replicas * (workers + 1)
 
 
+def hopeless(name: str) -> dict:
+    """A tree that cannot fit: 11 replicas of a whole rack each, inside one block of 10 racks."""
+    return {"name": name, "priority": 0, "compositePodGroups": [{
+        "name": "lws", "topology": {"key": "block"},
+        "schedulingPolicy": {"gang": {"minGroupCount": 11}},
+        "compositePodGroups": [{
+            "name": "replica", "count": 11, "topology": {"key": "rack"},
+            "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+            "podGroups": [
+                {"name": "leader", "schedulingPolicy": {"gang": {"minCount": 1}},
+                 "pods": [{"name": "leader", "requests": LEADER}]},
+                {"name": "workers", "schedulingPolicy": {"gang": {"minCount": PER_RACK}},
+                 "pods": [{"name": "worker", "count": PER_RACK, "requests": {"cpu": "8", GPU: "8"}}]}]}]}]}
+
+
 def flat(rng: random.Random, name: str, priority: int) -> tuple[dict, int]:
     n = rng.choice([4, 8, 16, 32])
     group: dict = {"name": "g", "schedulingPolicy": {"gang": {"minCount": n}},
@@ -76,6 +98,8 @@ def main() -> None:
     ap.add_argument("--inputs", type=int, default=3000)
     ap.add_argument("--tree-share", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--pending-trees", type=int, default=0)
+    ap.add_argument("--probe", action="store_true", help="every 20th input frees nothing (nothing_ms)")
     args = ap.parse_args()
     configure_for_serving()
     rng = random.Random(args.seed)
@@ -87,12 +111,19 @@ def main() -> None:
                     "labels": {"block": f"b{b}", "rack": f"b{b}-r{r}"},
                     "allocatable": {"cpu": "64", GPU: "8", "pods": "110"}})
     total_gpus = BLOCKS * RACKS * PER_RACK * 8
+    for i in range(args.pending_trees):
+        d.run("SubmitWorkload", f"hopeless-{i}", "bench", hopeless(f"hopeless-{i}"))
     live: list[tuple[str, int]] = []
-    times = {"tree": [], "flat": [], "delete": []}
+    times: dict[str, list[float]] = {"tree": [], "flat": [], "delete": [], "nothing": []}
     pods = 0
     trees_decided = 0
     t_start = time.perf_counter()
     for i in range(args.inputs):
+        if args.probe and i % 20 == 19:  # an input that frees nothing: a label nobody reads
+            dt, _ = d.run("UpsertNode", "n-0-0-00", None, {
+                "labels": {"block": "b0", "rack": "b0-r0", "bench/probe": str(i)},
+                "allocatable": {"cpu": "64", GPU: "8", "pods": "110"}})
+            times["nothing"].append(dt)
         used = sum(g.placed for wl in d.state.workloads.values() if wl.deleted_at is None for g in wl.groups)
         if used > 0.9 * total_gpus and live:
             name, _ = live.pop(0)
@@ -120,6 +151,9 @@ def main() -> None:
         "tree_ms": {"p50": pct(times["tree"], 0.5), "p99": pct(times["tree"], 0.99), "n": len(times["tree"])},
         "flat_ms": {"p50": pct(times["flat"], 0.5), "p99": pct(times["flat"], 0.99), "n": len(times["flat"])},
         "delete_ms": {"p50": pct(times["delete"], 0.5), "p99": pct(times["delete"], 0.99), "n": len(times["delete"])},
+        "nothing_ms": {"p50": pct(times["nothing"], 0.5), "p99": pct(times["nothing"], 0.99),
+                       "n": len(times["nothing"])},
+        "pending_trees": args.pending_trees,
         "gpu_fill": round(sum(g.placed for wl in d.state.workloads.values() if wl.deleted_at is None
                               for g in wl.groups) / total_gpus, 3),
     }, indent=1))

@@ -26,7 +26,7 @@ from service.domain.commands import accept as accept
 from service.domain.commands import rejection_event as rejection_event
 from service.domain.evolve import evolve
 from service.domain.model import NEVER, NO_EXECUTE
-from service.domain.queue import grown_bound, single_shape
+from service.domain.queue import TREES, grown_bound, single_shape
 from service.domain.rules import RULES
 from service.domain.state import ClusterState, Composite, Group
 
@@ -152,11 +152,15 @@ def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
     index = state.index
     freed = state.dra.take_freed()
     if freed:  # devices freed: the rows that reach them may hold more pods of a claiming class
+        index.gained_room()
         index.dirty.update(np.flatnonzero(state.dra.reach_any(state.nodes, freed)).tolist())
     heap = index.heads()
     heapq.heapify(heap)
     dirty = np.fromiter(sorted(index.dirty), dtype=np.int64, count=len(index.dirty))
     memo: dict[Any, Any] = {}  # dirty-row gains per shape, shared by the classes of this sweep
+    start = tr.memo_now(state)
+    # every root of the lane failed at this very state, or each is proven unable to fit
+    quiet = index.trees_quiet == start or index.lane_proved()
     while heap:
         key, bkey = heapq.heappop(heap)
         g = state.queue.get(key)
@@ -165,17 +169,22 @@ def _sweep_queue(state: ClusterState, emit: Emit) -> bool:
             if nxt is not None:
                 heapq.heappush(heap, (nxt, bkey))
             continue
-        is_class = len(bkey) != 2  # ("solo", key) buckets hold one group
+        if quiet and bkey == TREES:
+            continue  # each would fail again, recording nothing: the lane costs O(1)
+        is_class = len(bkey) != 2  # ("solo", key) and TREES buckets are not classes
         if is_class and _bounded_out(state, g, dirty, memo):
             continue  # the whole class would fail: drop the bucket for this sweep
         outcome = _try(state, g, emit)
         if outcome == "evicted":
+            index.trees_quiet = None
             return True
         if is_class and outcome != "placed":
             continue  # identical groups behind it fail too; room only shrinks in a sweep
         nxt = index.next_after(bkey, key)
         if nxt is not None:
             heapq.heappush(heap, (nxt, bkey))
+    # nothing moved during the sweep: every root of the lane failed (or was skipped) at `start`
+    index.trees_quiet = start if tr.memo_now(state) == start else None
     return False
 
 

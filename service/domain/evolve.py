@@ -33,9 +33,25 @@ def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
 
 
 def _node_upserted(state: ClusterState, e: ev.Event) -> None:
-    row = state.nodes.upsert(NodeSpec.from_body(e.data["name"], e.data))
+    nodes = state.nodes
+    spec = NodeSpec.from_body(e.data["name"], e.data)
+    before = nodes.index.get(spec.name)
+    old = nodes.specs[before] if before is not None and nodes.alive[before] else None
+    row = nodes.upsert(spec)
     state._ensure_node_rows()
-    state.index.dirty.add(row)  # it may have gained room, labels or schedulability
+    if old is None or _may_change_placement(state, old, spec):
+        state.index.dirty.add(row)  # it may have gained room, labels or schedulability
+        state.index.node_changes += 1
+        state.index.gained_room()
+
+
+def _may_change_placement(state: ClusterState, old: NodeSpec, new: NodeSpec) -> bool:
+    """False when only labels changed and no queued entry reads any of them (issue 21: such an
+    input frees nothing, and no pass re-tries anything for it)."""
+    if (old.allocatable, old.unschedulable, old.taints) != (new.allocatable, new.unschedulable, new.taints):
+        return True
+    changed = set(dict(old.labels).items() ^ dict(new.labels).items())
+    return state.index.label_read({k for k, _ in changed})
 
 
 def _node_removed(state: ClusterState, e: ev.Event) -> None:

@@ -31,10 +31,33 @@ class ClassInfo:
     ub_pre: int | None = None
 
 
+TREES = ("trees", None)  # the lane of every tree root without device claims (composite.md *The queue*)
+
+
 def bucket_key(g: Group) -> Any:
     if g.class_key is not None and g.placed == 0 and not g.needs_explanation:
         return g.class_key
+    if getattr(g, "tree_lane", False):
+        return TREES
     return ("solo", g.key)
+
+
+def read_label_keys(g: Any) -> frozenset[str]:
+    """The node label keys a queued entry's placement reads: topology keys, nodeSelector and node
+    affinity (required and preferred). A tree root reads those of its whole workload."""
+    wl = g.workload
+    groups = wl.groups if getattr(g, "tree_lane", None) is not None else [g]
+    keys: set[str] = {c.topology_key for c in wl.spec.cpgs if c.topology_key is not None} \
+        if groups is wl.groups else set()
+    for grp in groups:
+        if grp.spec.topology_key is not None:
+            keys.add(grp.spec.topology_key)
+        for s in set(grp.spec.pod_shapes):
+            shape = wl.spec.shapes[s]
+            keys.update(k for k, _ in shape.node_selector)
+            terms = [*shape.required, *(term for _, term in shape.preferred)]
+            keys.update(req[0] for term in terms for req in term[0])
+    return frozenset(keys)
 
 
 class QueueIndex:
@@ -43,6 +66,13 @@ class QueueIndex:
         self.member_of: dict[QueueKey, Any] = {}  # group queue key -> bucket key
         self.classes: dict[Any, ClassInfo] = {}
         self.dirty: set[int] = set()  # node rows that gained room since the last full sweep
+        self.read_keys: dict[str, int] | None = {}  # label key -> queued entries reading it (None: unknown)
+        self.entry_keys: dict[QueueKey, frozenset[str]] = {}
+        self.node_changes = 0  # node upserts that may change a placement (tree memos: tree_decide.py)
+        self.trees_quiet: Any = None  # the tree memo at which every root of the TREES lane last failed
+        # roots proven unable to fit by capacity (tree_routine.Routine.proved) since rows last gained
+        # room: room only shrinks until then, so they stay unable to fit
+        self.proofs: set[QueueKey] = set()
 
     def update(self, g: Group, pending: bool) -> None:
         key = g.key
@@ -50,7 +80,10 @@ class QueueIndex:
         new = bucket_key(g) if pending else None
         if old == new:
             return
+        if self.read_keys is not None:
+            self._count_keys(g, key, new is not None)
         if old is not None:
+            self.proofs.discard(key)
             bucket = self.buckets[old]
             bucket.discard(key)
             if not bucket:
@@ -59,6 +92,30 @@ class QueueIndex:
         if new is not None:
             self.buckets.setdefault(new, SortedList()).add(key)
             self.member_of[key] = new
+
+    def _count_keys(self, g: Group, key: QueueKey, queued: bool) -> None:
+        assert self.read_keys is not None
+        had = self.entry_keys.pop(key, None)
+        for k in had or ():
+            self.read_keys[k] -= 1
+            if not self.read_keys[k]:
+                del self.read_keys[k]
+        if queued:
+            keys = self.entry_keys[key] = read_label_keys(g)
+            for k in keys:
+                self.read_keys[k] = self.read_keys.get(k, 0) + 1
+
+    def gained_room(self) -> None:
+        """Rows may hold more than before: every capacity proof is void."""
+        self.proofs.clear()
+
+    def lane_proved(self) -> bool:
+        """Every root of the lane of trees is proven unable to fit (an empty lane too)."""
+        return len(self.proofs) == len(self.buckets.get(TREES, ()))
+
+    def label_read(self, keys: set[str]) -> bool:
+        """Whether a queued entry may read any of these label keys (unknown: yes)."""
+        return self.read_keys is None or any(k in self.read_keys for k in keys)
 
     def heads(self) -> list[tuple[QueueKey, Any]]:
         return [(bucket[0], bkey) for bkey, bucket in self.buckets.items()]
@@ -78,7 +135,14 @@ class QueueIndex:
 
     def __getstate__(self) -> dict[str, Any]:
         # bounds are a cache; a restored state starts without them (always safe)
-        return {"buckets": self.buckets, "member_of": self.member_of, "classes": {}, "dirty": set()}
+        return {"buckets": self.buckets, "member_of": self.member_of, "classes": {}, "dirty": set(),
+                "read_keys": None, "entry_keys": {}, "node_changes": self.node_changes, "trees_quiet": None,
+                "proofs": set()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"read_keys": None, "entry_keys": {}, "node_changes": 0, "trees_quiet": None,
+                              "proofs": set()})
+        self.__dict__.update(state)
 
 
 # -- bounds -----------------------------------------------------------------------------------

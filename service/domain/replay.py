@@ -442,6 +442,7 @@ class Replay:
             return
         state = self.state
         dirty = state.index.dirty
+        state.index.gained_room()
         if len(dirty) < state.nodes.count:  # else every row is in it already
             index = state.nodes.index
             for node in g.node_names() if nodes is None else nodes:
@@ -530,6 +531,7 @@ class Replay:
                 if moves is None or len(moves) >= _JOURNAL_FULL or len(dirty) < state.nodes.count:
                     self._released(t, g, count, None)
                     continue
+                state.index.gained_room()
                 moves.append(g.running_key)  # _released, inlined: the dirty rows are all in
                 g.placed = 0
                 by_prio = state.placed_by_priority

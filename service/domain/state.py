@@ -124,6 +124,7 @@ class ClusterState:
         per_node: dict[tuple[int, int], int] = {}  # (node row, shape) -> pods
         node_pods = self.node_pods
         dirty = self.index.dirty
+        self.index.gained_room()
         for pod in pods:
             node = node_of[pod]
             node_pods[node].discard((wpos, gi, pod))

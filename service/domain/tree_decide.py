@@ -35,8 +35,8 @@ def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
     wl = root.workload
     ci = root.spec.index
     memo = _memo(state, wl)
-    if memo is not None and root.memo == memo and not root.needs_explanation:
-        return "failed"  # nothing changed since it failed: it would fail again, recording nothing
+    if not root.needs_explanation and (_proven(state, root) or (memo is not None and root.memo == memo)):
+        return "failed"  # it would fail again, recording nothing: nothing changed, or room only shrank
     root.memo = None
     if cpg_satisfied(wl, ci):
         if _leftovers(state, wl, ci, emit):
@@ -48,6 +48,8 @@ def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
         emit(ev.COMPOSITE_POD_GROUP_SCHEDULED, _scheduled_data(state, wl, ci, routine, out))
         return "placed"
     root.memo = memo
+    if routine.proved and state.index.member_of.get(root.key) is not None:
+        state.index.proofs.add(root.key)
     if root.needs_explanation:
         explanation = out.explanation
         assert explanation is not None
@@ -57,15 +59,27 @@ def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
     return "failed"
 
 
-def _memo(state: ClusterState, wl: Workload) -> tuple[int, int, int] | None:
-    """What the tree routine reads, in brief: the journal of placement changes, the live nodes,
-    and whether rows gained room (or changed) in this pass. While it is unchanged, a tree that
-    failed fails again (the routine is a function of the state), so it is not tried: an input
-    that changes nothing (deleting a pending workload, say) costs no tree routine. Trees with
-    device claims are always tried (devices change without a move)."""
-    if state.index.dirty or any(dra.group_needs_devices(g) for g in wl.groups):
-        return None  # rows gained room in this pass (node upserts too): always tried
-    return (state.moves_dropped + len(state.moves), state.nodes.count, int(state.nodes.alive[: state.nodes.count].sum()))
+def _proven(state: ClusterState, root: Composite) -> bool:
+    """Proven unable to fit by capacity alone since rows last gained room (queue.QueueIndex.proofs)."""
+    return root.key in state.index.proofs
+
+
+def _memo(state: ClusterState, wl: Workload) -> tuple[int, int, int, int] | None:
+    """What the tree routine reads, in brief: the journal of placement changes, the live nodes, and
+    the node upserts that may change a placement (queue.QueueIndex.node_changes; an upsert of labels
+    nothing queued reads is none). While it is unchanged, a tree that failed fails again (the routine is
+    a function of that state), so it is not tried: an input that changes nothing (deleting a pending
+    workload, relabelling a node with a label nobody reads) costs no tree routine. Trees with device
+    claims are always tried (devices change without a move)."""
+    if any(dra.group_needs_devices(g) for g in wl.groups):
+        return None
+    return memo_now(state)
+
+
+def memo_now(state: ClusterState) -> tuple[int, int, int, int]:
+    nodes = state.nodes
+    return (state.moves_dropped + len(state.moves), nodes.count, int(nodes.alive[: nodes.count].sum()),
+            state.index.node_changes)
 
 
 def _run(state: ClusterState, wl: Workload, ci: int, allowed: Any, explain: bool) -> tuple[Routine, Outcome]:

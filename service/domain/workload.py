@@ -207,7 +207,7 @@ class Composite:
     ever_scheduled: bool = False
     class_key: tuple[Any, ...] | None = None  # no class: every tree is its own queue bucket (queue.py)
     placed: int = 0  # unused by trees; queue.bucket_key reads it
-    memo: tuple[int, int, int] | None = None  # a root: what the cluster looked like at its last failed try
+    memo: tuple[int, int, int, int] | None = None  # a root: what the cluster looked like at its last failed try
 
     @property
     def key(self) -> QueueKey:
@@ -217,6 +217,12 @@ class Composite:
     def ref(self) -> dict[str, str]:
         return {"namespace": self.workload.spec.namespace, "workload": self.workload.spec.name,
                 "compositePodGroup": self.spec.name}
+
+    @property
+    def tree_lane(self) -> bool:
+        """A root without device claims queues in the shared lane of trees (queue.TREES)."""
+        spec = self.workload.spec
+        return not (spec.claims or any(g.claims for g in spec.groups) or any(s.claims for s in spec.shapes))
 
     @property
     def pending(self) -> bool:

@@ -404,19 +404,35 @@ def _stream(roots: list[dict], nodes: list, steps: list) -> list[tuple[int, str,
             s.node(name, labels=nodes[i % len(nodes)][1], cpu="3")
         elif kind == "delete" and s.state.workloads[("default", f"f{i % len(roots)}")].deleted_at is None:
             s.delete(f"f{i % len(roots)}")
+        elif kind in ("label", "rack") and name in s.state.nodes.index:
+            labels = dict(nodes[i % len(nodes)][1])
+            if kind == "label":  # a label no selector, affinity or topology reads
+                labels["example.com/unread"] = str(i)
+            else:  # one every tree with a rack topology reads
+                labels["rack"] = f"{labels['block']}-r{(i + 1) % 2}"
+            s.node(name, labels=labels, cpu=str(nodes[i % len(nodes)][2]))
     return [(e.position, e.type, json.dumps(e.data, sort_keys=True)) for e in s.events]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(clusters(), st.lists(trees(), min_size=1, max_size=3),
-       st.lists(st.tuples(st.sampled_from(["remove", "add", "delete"]), st.integers(0, 7)), max_size=8))
+       st.lists(st.tuples(st.sampled_from(["remove", "add", "delete", "label", "rack"]), st.integers(0, 7)),
+                max_size=10))
 def test_skipping_trees_never_changes_a_decision(nodes, roots, steps):
+    """Skipping a failed tree while the state is unchanged (its memo), the whole lane of trees while
+    every one of them failed at this state, and every try after an upsert of labels nothing queued
+    reads: the same decisions as trying every tree on every input."""
+    import importlib
     from unittest import mock
 
-    from service.domain import tree_decide
+    from service.domain import decider, tree_decide
+    evolve = importlib.import_module("service.domain.evolve")  # the module (the package exports the function)
     skipping = _stream(roots, nodes, steps)
-    with mock.patch.object(tree_decide, "_memo", lambda state, wl: None):  # every tree tried, always
-        trying = _stream(roots, nodes, steps)
+    with mock.patch.object(tree_decide, "_memo", lambda state, wl: None), \
+            mock.patch.object(tree_decide, "_proven", lambda state, root: False), \
+            mock.patch.object(decider, "TREES", ("no", "lane")), \
+            mock.patch.object(evolve, "_may_change_placement", lambda state, old, new: True):
+        trying = _stream(roots, nodes, steps)  # every tree tried, always
     assert skipping == trying
 
 
@@ -435,3 +451,21 @@ def test_an_input_that_frees_nothing_runs_no_tree_routine():
     with mock.patch.object(Routine, "place", lambda self, ci, allowed: calls.append(ci) or real(self, ci, allowed)):
         s.delete("pending")  # frees nothing
     assert calls == [] and s.types() == []
+
+
+def test_a_label_nothing_reads_runs_no_tree_routine_and_a_read_one_does():
+    from unittest import mock
+
+    s = Sim()
+    s.node("n", labels={"rack": "a"}, cpu="1")
+    for i in range(20):
+        submit_tree(s, f"t{i}", cpg("r", [gang("g", 2, pods(2, cpu="1"))], topo="rack"))
+    s.submit("other", gang("g", 1, pods(1, cpu="5")))
+    s.delete("other")
+    calls = []
+    real = Routine.place
+    with mock.patch.object(Routine, "place", lambda self, ci, allowed: calls.append(ci) or real(self, ci, allowed)):
+        s.node("n", labels={"rack": "a", "example.com/owner": "team-7"}, cpu="1")  # nobody reads it
+        assert calls == [] and s.types() == []
+        s.node("n", labels={"rack": "b", "example.com/owner": "team-7"}, cpu="1")  # the trees read rack
+        assert len(calls) == 20
