@@ -15,13 +15,15 @@ from typing import Any
 from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
+from service.domain import preemption as pre
+from service.domain import victims as vu
 from service.domain.composite import Outcome, Routine, pinned_rows
 from service.domain.model import NEVER
 from service.domain.state import ClusterState
 from service.domain.workload import Composite, Group, Workload, cpg_satisfied, subtree_cpgs, subtree_groups
 
 Emit = Callable[[str, dict[str, Any]], None]
-NOT_ALLOWED = "PreemptionNotAllowed"
+NOT_ALLOWED = pre.NOT_ALLOWED
 
 
 def roots_of(wl: Workload) -> list[Composite]:
@@ -29,7 +31,7 @@ def roots_of(wl: Workload) -> list[Composite]:
 
 
 def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
-    """Try one root's queue entry: 'placed' or 'failed' (trees never preempt here yet)."""
+    """Try one root's queue entry: 'placed', 'evicted' (it preempted) or 'failed'."""
     wl = root.workload
     ci = root.spec.index
     memo = _memo(state, wl)
@@ -45,14 +47,37 @@ def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
     if out.satisfied:
         emit(ev.COMPOSITE_POD_GROUP_SCHEDULED, _scheduled_data(state, wl, ci, routine, out))
         return "placed"
+    outcome = _preempt(state, root, emit)  # only a pending root preempts (composite.md *Preemption*)
+    if outcome is None:
+        return "evicted"
     root.memo = memo
     if root.needs_explanation:
         explanation = out.explanation
         assert explanation is not None
-        if wl.spec.preemption_policy == NEVER:
-            explanation["preemption"] = NOT_ALLOWED
+        explanation["preemption"] = outcome
         emit(ev.COMPOSITE_POD_GROUP_UNSCHEDULABLE, {**root.ref, "explanation": explanation})
     return "failed"
+
+
+def _preempt(state: ClusterState, root: Composite, emit: Emit) -> str | None:
+    """Preempt for a pending root that the tree routine cannot place: None when it did (victims
+    evicted and the root placed, in one decision), else the outcome its explanation names."""
+    wl = root.workload
+    priority = wl.spec.priority
+    if wl.spec.preemption_policy == NEVER:
+        return NOT_ALLOWED
+    if not state.running or state.running.keys()[0][0] >= priority:
+        return pre.NO_VICTIMS
+    plan = pre.plan_root(state, root)
+    if isinstance(plan, pre.Refusal):
+        return plan.reason
+    ci = root.spec.index
+    data = _scheduled_data(state, wl, ci, plan.placement, plan.outcome)  # before the victims go
+    preemptor = {**root.ref, "priority": priority}
+    victims = vu.emit_victims(state, plan.victims, preemptor, emit)
+    data["preemption"] = {"victims": victims, "reprieved": vu.reprieved_entries(plan.reprieved)}
+    emit(ev.COMPOSITE_POD_GROUP_SCHEDULED, data)
+    return None
 
 
 def _memo(state: ClusterState, wl: Workload) -> tuple[int, int, int] | None:
