@@ -92,6 +92,7 @@ def main() -> None:
         "decider": ("decider", ["--workloads", "3000" if q else "20000", "--pending", "500" if q else "10000"]),
         "preemption": ("preemption", ["--preemptors", "30" if q else "200", "--low", "300" if q else "1000"]),
         "dra": ("dra", ["--repeat", "1", "--extra", "60" if q else "200", "--churn", "30" if q else "60"]),
+        "composite": ("composite", ["--inputs", "200" if q else "800"]),
     }
     for label, (module, argv) in runs.items():
         d = run_bench(module, argv)

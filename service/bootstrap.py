@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -24,9 +25,13 @@ log = structlog.get_logger("gangplank")
 
 
 def build_service(settings: Settings) -> Gangplank:
+    from service.app.checkpoints import Signer
+
+    signer = Signer.from_file(settings.signing_key) if settings.signing_key else None  # read at start
     store = open_store(settings.database_url)
     outbox = settings.decisions_topic if settings.kafka_bootstrap else None
-    return Gangplank(store, outbox_topic=outbox, snapshot_every=settings.snapshot_every)
+    return Gangplank(store, outbox_topic=outbox, snapshot_every=settings.snapshot_every, signer=signer,
+                     checkpoint_events=settings.checkpoint_events, checkpoint_seconds=settings.checkpoint_seconds)
 
 
 def open_service(database_url: str) -> Gangplank:
@@ -61,16 +66,29 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
     app = create_app(service, api_settings)
     runtime: dict[str, Any] = {}
 
+    async def sign_on_time() -> None:  # at least once every checkpoint_seconds while events arrive
+        checkpoints = service.checkpoints
+        while True:
+            await asyncio.sleep(min(1.0, checkpoints.seconds))
+            await checkpoints.tick()
+
     async def startup() -> None:
         if settings.migrate:
             await migrate(settings.database_url)
         if settings.kafka_bootstrap:
             from service.kafka.runtime import start_kafka
             runtime["kafka"] = await start_kafka(service, settings)
+        if service.checkpoints.enabled:
+            runtime["checkpoints"] = asyncio.get_running_loop().create_task(sign_on_time())
         log.info("gangplank.started", database=_safe_url(settings.database_url),
-                 kafka=settings.kafka_bootstrap, auth="none" if api_settings.is_open else "bearer")
+                 kafka=settings.kafka_bootstrap, auth="none" if api_settings.is_open else "bearer",
+                 signing=service.checkpoints.signer.key_id if service.checkpoints.signer else None)
 
     async def shutdown() -> None:
+        timer = runtime.pop("checkpoints", None)
+        if timer is not None:
+            timer.cancel()
+            await service.checkpoints.flush()
         kafka = runtime.pop("kafka", None)
         if kafka is not None:
             await kafka.stop()

@@ -46,6 +46,9 @@ class Settings:
     # (Tansu) add up to this much latency to every command.
     kafka_fetch_max_wait_ms: int = 50
     snapshot_every: int = 1000
+    signing_key: str | None = None  # an Ed25519 private key file (PEM, PKCS#8): sign chain checkpoints
+    checkpoint_events: int = 1000  # a checkpoint every this many events
+    checkpoint_seconds: float = 60.0  # and at least this often while events arrive
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -67,6 +70,9 @@ class Settings:
             "kafka_fetch_max_wait_ms": int(env.get("GANGPLANK_KAFKA_FETCH_MAX_WAIT_MS",
                                                    cls.kafka_fetch_max_wait_ms)),
             "snapshot_every": int(env.get("GANGPLANK_SNAPSHOT_EVERY", cls.snapshot_every)),
+            "signing_key": env.get("GANGPLANK_SIGNING_KEY") or None,
+            "checkpoint_events": int(env.get("GANGPLANK_CHECKPOINT_EVENTS", cls.checkpoint_events)),
+            "checkpoint_seconds": float(env.get("GANGPLANK_CHECKPOINT_SECONDS", cls.checkpoint_seconds)),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -79,6 +79,8 @@ ANSWERS: dict[str, tuple[str, str, str]] = {
     "listEvents": ("200", "EventPage", "The cluster's events after `after`, in order"),
     "getState": ("200", "StateView", "The cluster as it stood after event N"),
     "verifyChain": ("200", "Verification", "The hash chain's check"),
+    "listCheckpoints": ("200", "CheckpointList", "The signed checkpoints, by position"),
+    "whatIf": ("200", "WhatIfReport", "What would have happened under the changes (nothing recorded)"),
     "listClusters": ("200", "ClusterList", "The clusters with their last positions"),
     "healthz": ("200", "Health", "The process answers"),
     "version": ("200", "Version", "The service's version and the API's"),

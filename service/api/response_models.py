@@ -248,6 +248,72 @@ class Verification(TypedDict):
     firstBadPosition: NotRequired[int]
 
 
+class Checkpoint(TypedDict):
+    """A signed chain head (audit.md, *Signed checkpoints*): `signature` is the base64 Ed25519 signature
+    of the canonical JSON of the other fields; `keyId` the SHA-256 (hex) of the raw public key."""
+    cluster: str
+    position: int
+    hash: str
+    signedAt: str
+    keyId: str
+    signature: str
+
+
+class CheckpointList(TypedDict):
+    checkpoints: list[Checkpoint]
+
+
+class WhatIfSide(TypedDict):
+    """One workload in one world (audit.md, *What-if*)."""
+    priority: int
+    phase: Literal["Pending", "Scheduled", "Finished"]
+    scheduledAt: int | None
+    wait: int | None
+    placedPods: int
+    preemptionsSuffered: int
+    preemptionsCaused: int
+
+
+class WhatIfWorkload(TypedDict):
+    namespace: str
+    name: str
+    submittedAt: int
+    withdrawn: bool
+    recorded: WhatIfSide
+    whatIf: WhatIfSide | None
+
+
+class WhatIfTotals(TypedDict):
+    workloads: int
+    scheduled: int
+    neverScheduled: int
+    meanWait: float | None
+    preemptions: int
+    utilisation: dict[str, float]
+
+
+class WhatIfWorlds(TypedDict):
+    recorded: WhatIfTotals
+    whatIf: WhatIfTotals
+
+
+class WhatIfInputs(TypedDict):
+    recorded: int
+    changes: int
+    skipped: int
+
+
+class RulesVersions(TypedDict):
+    current: int
+    recorded: list[int]
+
+
+WhatIfReport = TypedDict("WhatIfReport", {
+    "cluster": str, "from": int, "until": int, "rules": RulesVersions, "inputs": WhatIfInputs,
+    "totals": WhatIfWorlds, "workloads": list[WhatIfWorkload]})
+WhatIfReport.__doc__ = "The what-if report (audit.md, *What-if*): both worlds per workload and in totals."
+
+
 class ClusterInfo(TypedDict):
     name: str
     lastPosition: int
@@ -300,7 +366,7 @@ ANSWERS: tuple[type, ...] = (
     NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
-    Verification, ClusterList, Health, Version, Readiness,
+    Verification, CheckpointList, WhatIfReport, ClusterList, Health, Version, Readiness,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

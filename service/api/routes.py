@@ -27,6 +27,7 @@ from service.api.segments import route_name_errors, segment_errors
 from service.app.commands import Command, Origin, Replayed, Result, Submission
 from service.app.registry import COMMANDS, CommandSpec
 from service.app.service import Gangplank
+from service.app.whatif import WhatIfInvalid
 from service.clock import utc_now
 from service.schemas import problems
 from service.schemas.envelope import idempotency_key_error
@@ -37,7 +38,9 @@ from service.schemas.names import (
     DNS1123_SUBDOMAIN_PATTERN,
 )
 from service.schemas.problems import PROBLEM_CONTENT_TYPE, problem
-from service.schemas.validate import validate_body
+from service.schemas.validate import parse_json, validate_body
+from service.schemas.whatif import parse_changes
+from service.store.base import canonical_json
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 MAX_POSITION = 2**63 - 1  # positions are BIGINTs in the store
@@ -330,6 +333,33 @@ async def verify(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Re
     return json_response(await service_of(request).queries.verify(cluster))
 
 
+async def checkpoints(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
+    check_segments(("cluster", cluster, "cluster"))
+    return json_response(await service_of(request).queries.checkpoints(cluster))
+
+
+async def what_if(request: Request[Any, Any, Any], cluster: ClusterSegment) -> Response[Any]:
+    """POST /audit/what-if (audit.md): re-decide the recorded stream under the changes; records nothing."""
+    check_segments(("cluster", cluster, "cluster"))
+    raw = await request.body()
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        assert content_type is not None
+        return unsupported_media_type(content_type)
+    try:
+        changes = parse_changes(parse_json(raw))
+    except InputValidationError as exc:
+        raise InputValidationError([{**e, "loc": ["body", *e["loc"]]} for e in exc.errors]) from exc
+    try:
+        report = await service_of(request).queries.what_if(cluster, changes)
+    except WhatIfInvalid as exc:
+        raise InputValidationError.single(["body", *exc.loc], exc.msg) from exc
+    if report is None:
+        return not_found(f"cluster {cluster!r} has no events")
+    # the document of `replay --what-if --output json`, byte for byte: canonical JSON and a newline
+    return Response(content=(canonical_json(report) + "\n").encode("ascii"), media_type="application/json")
+
+
 def cluster_router() -> Router:
     """Fresh handler objects on every call: Litestar caches per-app resolutions (guards…) on handlers."""
     workloads, audit = ["workloads"], ["audit"]
@@ -354,6 +384,10 @@ def cluster_router() -> Router:
             opt={"access": auth.AUDIT})(state_at),
         get("/audit/verify", operation_id="verifyChain", summary="Check the cluster's hash chain", tags=audit,
             opt={"access": auth.AUDIT})(verify),
+        get("/audit/checkpoints", operation_id="listCheckpoints", summary="The cluster's signed checkpoints",
+            tags=audit, opt={"access": auth.AUDIT})(checkpoints),
+        post("/audit/what-if", operation_id="whatIf", summary="Re-decide the stream under changes (records nothing)",
+             tags=audit, status_code=200, opt={"access": auth.AUDIT})(what_if),
     ]
     for upsert, remove in _inventory():
         handlers.extend(_inventory_handlers(upsert, remove))

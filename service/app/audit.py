@@ -205,6 +205,8 @@ def read_jsonl(path: str) -> Iterable[dict[str, Any]]:
         for number, line in enumerate(fh, 1):
             if line.strip():
                 env = json.loads(line)
+                if isinstance(env, dict) and env.get("type") == "ChainCheckpoint" and "data" not in env:
+                    continue  # a signed checkpoint (audit.md), not an event
                 if not (isinstance(env, dict) and type(env.get("position")) is int
                         and isinstance(env.get("type"), str) and isinstance(env.get("data"), dict)
                         and isinstance(env.get("cluster", ""), str)

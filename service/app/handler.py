@@ -23,6 +23,7 @@ from typing import Any
 from service import metrics
 from service.app.batcher import GroupCommit, Unit
 from service.app.cache import CATCH_UP_BATCH, CachedCluster, ClusterCache
+from service.app.checkpoints import Checkpointer
 from service.app.commands import Accepted, Command, KeyReused, Policy, Rejected, Replayed, Result, Submission
 from service.app.registry import COMMANDS
 from service.app.snapshots import Snapshotter
@@ -76,6 +77,7 @@ class _Pass:
     records: list[IdempotencyRecord] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     seen: dict[str, tuple[int, IdempotencyRecord]] = field(default_factory=dict)  # key -> (index, record)
+    head: tuple[int, str] | None = None  # (position, hash) of the last event appended
 
     def __post_init__(self) -> None:
         self.flat = [(s, unit.policy, i) for unit in self.units for i, s in enumerate(unit.submissions)]
@@ -103,10 +105,11 @@ class _Pass:
 
 class CommandHandler:
     def __init__(self, store: EventStore, cache: ClusterCache, snapshots: Snapshotter, *,
-                 outbox_topic: str | None = None) -> None:
+                 outbox_topic: str | None = None, checkpoints: Checkpointer | None = None) -> None:
         self.store = store
         self.cache = cache
         self.snapshots = snapshots
+        self.checkpoints = checkpoints or Checkpointer(store, None)
         self.outbox_topic = outbox_topic
         self.appended = AppendSignal()
         self.batcher: GroupCommit[list[Result]] = GroupCommit(self._commit)
@@ -165,6 +168,8 @@ class CommandHandler:
             metrics.QUEUE_LENGTH.labels(cluster=cluster).set(len(state.queue))
             busy = self.batcher.waiting(cluster) or any(len(u.submissions) > 1 for u in work.units)
             await self.snapshots.after_commit(entry, len(work.events), busy=busy)
+            if work.head is not None:
+                await self.checkpoints.after_commit(cluster, len(work.events), *work.head)
         if work.events:
             await self.appended.notify()
         return work.by_unit()
@@ -267,6 +272,7 @@ class CommandHandler:
                                            dead_letters=work.dead_letters, outbox_topic=self.outbox_topic,
                                            echo=False)
                 metrics.EVENTS_APPENDED.inc(len(stored))
+                work.head = (stored[-1].position, stored[-1].hash) if stored else None
             elif work.records or offsets or work.dead_letters:
                 await self.store.record_without_events(idempotency=work.records, offsets=offsets,
                                                        dead_letters=work.dead_letters)

@@ -3,12 +3,15 @@ workloads), a workload's history, the cluster as it stood after event N, the eve
 poll), the hash chain check, the cluster list and readiness. Nothing here writes."""
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
+from service.app import whatif
 from service.app.cache import ClusterCache
 from service.app.handler import AppendSignal
 from service.domain import ClusterState, views
+from service.domain.whatif import Changes
 from service.store.base import EventStore, StoredEvent
 
 LONG_POLL_TICK = 0.25  # a long poll looks at the store at least this often (other writers append too)
@@ -101,6 +104,23 @@ class QueryService:
         if not result.ok:
             out["firstBadPosition"] = result.first_bad_position
         return out
+
+    async def what_if(self, cluster: str, changes: Changes) -> dict[str, Any] | None:
+        """The what-if report (audit.md) of the recorded stream, None when it has no events. Read
+        from the store (never the live state) and decided in a worker thread: the cluster's own
+        decisions go on meanwhile. Raises WhatIfInvalid for an entry that cannot apply."""
+        rows: list[Any] = []
+        after = 0
+        while batch := await self.store.read_data(cluster, after=after, limit=50_000):
+            rows.extend(batch)
+            after = batch[-1][0]
+        if not rows:
+            return None
+        return await asyncio.to_thread(lambda: whatif.report(cluster, whatif.domain_events(rows), changes))
+
+    async def checkpoints(self, cluster: str) -> dict[str, Any]:
+        """The cluster's signed checkpoints (audit.md), by position."""
+        return {"checkpoints": [c.as_json() for c in await self.store.checkpoints(cluster)]}
 
     async def clusters(self) -> list[dict[str, Any]]:
         return [{"name": name, "lastPosition": last} for name, last in await self.store.clusters()]

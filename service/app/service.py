@@ -6,6 +6,7 @@
 
 - `cache` (cache.py): each cluster's state, loaded once and caught up from the store;
 - `snapshots` (snapshots.py): the state saved now and then, deferred under load;
+- `checkpoints` (checkpoints.py): signed chain heads, with a signing key (audit.md);
 - `commands` (handler.py): one unit of work per batch, group-committed (batcher.py);
 - `queries` (queries.py): views, history, state at N, the event feed, verify, readiness.
 Adapters use these public rooms only.
@@ -13,6 +14,7 @@ Adapters use these public rooms only.
 from __future__ import annotations
 
 from service.app.cache import ClusterCache
+from service.app.checkpoints import Checkpointer, Signer
 from service.app.handler import CommandHandler
 from service.app.queries import QueryService
 from service.app.snapshots import Snapshotter
@@ -20,11 +22,16 @@ from service.store.base import EventStore
 
 
 class Gangplank:
-    def __init__(self, store: EventStore, *, outbox_topic: str | None = None, snapshot_every: int = 1000) -> None:
+    def __init__(self, store: EventStore, *, outbox_topic: str | None = None, snapshot_every: int = 1000,
+                 signer: Signer | None = None, checkpoint_events: int = 1000,
+                 checkpoint_seconds: float = 60.0) -> None:
         self.store = store
         self.cache = ClusterCache(store)
         self.snapshots = Snapshotter(store, every=snapshot_every)
-        self.commands = CommandHandler(store, self.cache, self.snapshots, outbox_topic=outbox_topic)
+        self.checkpoints = Checkpointer(store, signer, every=checkpoint_events, seconds=checkpoint_seconds,
+                                        outbox_topic=outbox_topic)
+        self.commands = CommandHandler(store, self.cache, self.snapshots, outbox_topic=outbox_topic,
+                                       checkpoints=self.checkpoints)
         self.queries = QueryService(store, self.cache, self.commands.appended)
 
     async def close(self) -> None:

@@ -67,6 +67,11 @@ DbOpt = typer.Option(None, "--database-url", metavar="URL",
                           "(env GANGPLANK_DATABASE_URL; default: the SQLite file gangplank.db here)")
 ClusterOpt = typer.Option(..., "--cluster", metavar="NAME", help="The cluster whose stream to read.")
 UntilOpt = typer.Option(None, "--until", metavar="N", help="Stop after the event at position N.")
+PublicKeyOpt = typer.Option(None, "--public-key", metavar="FILE.pub",
+                            help="Trust the signed checkpoints of this Ed25519 public key (gangplank keygen): each "
+                                 "must be validly signed by it and name the chain's hash at its position.")
+RequireOpt = typer.Option(False, "--require-checkpoints",
+                          help="A stream without signed checkpoints is broken.")
 
 
 def _db(url: str | None, *, reads: bool = False) -> str:
@@ -203,7 +208,12 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
           kafka_idempotence: bool | None = typer.Option(
               None, "--kafka-idempotence/--no-kafka-idempotence",
               help="Idempotent Kafka producer; turn off for brokers without InitProducerId, such as Tansu "
-                   "(env GANGPLANK_KAFKA_IDEMPOTENCE; default: on)")) -> None:
+                   "(env GANGPLANK_KAFKA_IDEMPOTENCE; default: on)"),
+          signing_key: str | None = typer.Option(
+              None, "--signing-key", metavar="FILE",
+              help="Ed25519 private key (PEM, PKCS#8; gangplank keygen): sign each cluster's chain head every "
+                   "1,000 events and at least once a minute (env GANGPLANK_SIGNING_KEY, "
+                   "GANGPLANK_CHECKPOINT_EVENTS, GANGPLANK_CHECKPOINT_SECONDS)")) -> None:
     """Run the HTTP API (and the Kafka consumer and outbox relay with --kafka-bootstrap)."""
     import uvicorn
 
@@ -215,8 +225,15 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
     from service.gcpause import configure_for_serving
     configure_for_serving()  # short collector pauses for a long-lived decider (service/gcpause.py)
     settings = Settings.from_env(database_url=database_url, host=host, port=port, tokens_file=tokens,
-                                 kafka_bootstrap=kafka_bootstrap, kafka_idempotence=kafka_idempotence)
+                                 kafka_bootstrap=kafka_bootstrap, kafka_idempotence=kafka_idempotence,
+                                 signing_key=signing_key)
     settings.migrate = not no_migrate
+    if settings.signing_key:
+        from service.app.checkpoints import KeyFileError, Signer
+        try:
+            Signer.from_file(settings.signing_key)
+        except KeyFileError as exc:
+            _fail(f"error: {exc}")
     try:
         api_settings = ApiSettings.from_tokens_file(settings.tokens_file)
     except TokenFileError as exc:  # its message never holds a token
@@ -267,6 +284,19 @@ def migrate(database_url: str | None = DbOpt) -> None:
     url = _db(database_url)
     asyncio.run(upgrade(url))
     console.print("[green]schema is at the latest migration[/]")
+
+
+@app.command()
+@_friendly
+def keygen(out_file: str = typer.Option(..., "--out", metavar="FILE",
+                                        help="Where to write the private key (FILE) and the public key (FILE.pub).")
+           ) -> None:
+    """Write a new Ed25519 key pair for signed checkpoints (serve --signing-key FILE, verify --public-key FILE.pub)."""
+    from service.app.checkpoints import keygen as make_keys
+
+    key_id = make_keys(out_file)
+    console.print(f"wrote {out_file} (private: keep it away from the database) and {out_file}.pub; "
+                  f"key id {key_id}", markup=False, highlight=False, soft_wrap=True)
 
 
 async def _envelopes(url: str, cluster: str, until: int | None, *,
@@ -363,8 +393,17 @@ def replay(cluster: str | None = typer.Option(
                                                                "byte for byte and recompute the hash chain."),
            from_file: str | None = typer.Option(None, "--from-file", metavar="FILE",
                                                 help="Replay an export (gangplank export), without any database."),
+           public_key: str | None = PublicKeyOpt,
+           require_checkpoints: bool = RequireOpt,
+           what_if: str | None = typer.Option(
+               None, "--what-if", metavar="CHANGES.yaml",
+               help="Re-decide the stream under these changes (YAML or JSON, audit.md) and report both worlds; "
+                    "records nothing."),
+           output: str = typer.Option("table", "--output", metavar="table|json",
+                                      help="With --what-if: a table, or the report as canonical JSON."),
            database_url: str | None = DbOpt) -> None:
-    """Rebuild a cluster's state from its events and print a summary."""
+    """Rebuild a cluster's state from its events and print a summary (or, with --what-if, what would
+    have happened under changes)."""
     if cluster is None:
         if not from_file:
             _fail("error: give --cluster NAME (or --from-file FILE, whose cluster is used)")
@@ -372,13 +411,37 @@ def replay(cluster: str | None = typer.Option(
     _check_cluster(cluster)
     _check_until(until)
     url = "" if from_file else _db(database_url, reads=True)
+    if what_if is not None:
+        _what_if(cluster, what_if, until, output, from_file, url, verify)
+        return
     # One long fold that allocates much and frees little: the cyclic GC would rescan the growing
     # state over and over (as costly as the fold itself on a large cluster). Off for this command.
     gc.disable()
     try:
-        _replay(cluster, until, verify, from_file, url)
+        _replay(cluster, until, verify, from_file, url, public_key if verify else None,
+                require_checkpoints and verify)
     finally:
         gc.enable()
+
+
+def _what_if(cluster: str, changes: str, until: int | None, output: str, from_file: str | None, url: str,
+             verify: bool) -> None:
+    from service.cli import whatif_cli
+
+    if verify:
+        _fail("error: --what-if and --verify are two commands: give one")
+    if output not in ("table", "json"):
+        _fail(f"--output {output!r}: must be table or json")
+    gc.disable()  # one long fold, as replay (below)
+    try:
+        text = whatif_cli.run(cluster, changes, until, output, from_file, url)
+    except whatif_cli.WhatIfFailed as exc:
+        _fail(exc.line, exc.code)
+    except whatif_cli.NoEvents:
+        _no_events(cluster)
+    finally:
+        gc.enable()
+    whatif_cli.write(text)
 
 
 def _file_cluster(path: str) -> str:
@@ -393,10 +456,12 @@ def _file_cluster(path: str) -> str:
     return clusters[0]
 
 
-def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None, url: str) -> None:
+def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None, url: str,
+            public_key: str | None = None, require_checkpoints: bool = False) -> None:
     from service.app.audit import read_jsonl
     from service.app.audit import replay as run_replay
 
+    asked_until = until  # an export's own end is set below: its checkpoints after it still count
     if not verify and not from_file:
         result = _fast_replay(url, cluster, until)
         if result is not None:
@@ -430,6 +495,12 @@ def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None
                 return await _recorded_head(store, cluster, result.state.position)
         result.head = asyncio.run(head())
     summary = result.summary()
+    if verify:
+        report = _replay_checkpoints(result, envelopes, cluster, asked_until, from_file, url, public_key,
+                                     require_checkpoints)
+        summary = result.summary()
+        if report.count or public_key or require_checkpoints:  # an unsigned stream's report is as before
+            summary["checkpoints"] = report.as_json()
     out.print_json(json.dumps(summary))
     if verify and not result.ok:
         where = min(p for p in (result.first_bad_hash, result.first_mismatch) if p is not None)
@@ -437,6 +508,29 @@ def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None
         raise typer.Exit(BROKEN)
     if verify:
         console.print(f"[green]verified: {result.events} events reproduced byte for byte, chain intact[/]")
+
+
+def _replay_checkpoints(result: Any, envelopes: list[dict[str, Any]], cluster: str, until: int | None,
+                        from_file: str | None, url: str, public_key: str | None, require: bool) -> Any:
+    """Check the signed checkpoints against the chain the verification recomputed; a failing one
+    breaks the verdict (audit.md, *Signed checkpoints*)."""
+    from service.cli.checkpoint_cli import check_envelopes, check_store, file_checkpoints
+
+    reached = result.events if result.chain_ok else (result.first_bad_hash or 1) - 1
+    if from_file:
+        report = check_envelopes(file_checkpoints(from_file, cluster), envelopes, reached, public_key, require,
+                                 until)
+    else:
+        async def run() -> Any:
+            from service.bootstrap import service_for
+            async with service_for(url) as service:
+                return await check_store(service.store, cluster, reached, public_key, require, until)
+        report = asyncio.run(run())
+    if report.first_bad_position is not None:
+        console.print(report.problem, markup=False, highlight=False, soft_wrap=True)
+        if result.chain_ok or report.first_bad_position < (result.first_bad_hash or 0):
+            result.chain_ok, result.first_bad_hash = False, report.first_bad_position
+    return report
 
 
 @app.command()
@@ -447,35 +541,60 @@ def export(cluster: str = ClusterOpt,
     """Write the cluster's events as JSON lines (stdout)."""
     _check_cluster(cluster)
     _check_until(until)
+    from service.bootstrap import service_for
     from service.store.base import canonical_json
 
-    for env in asyncio.run(_envelopes(_db(database_url, reads=True), cluster, until))[0]:
+    url = _db(database_url, reads=True)
+    for env in asyncio.run(_envelopes(url, cluster, until))[0]:
         sys.stdout.write(canonical_json(env) + "\n")
+
+    async def checked() -> tuple[Any, list[Any]]:
+        async with service_for(url) as service:
+            return await service.store.verify(cluster, until), await service.store.checkpoints(cluster, until)
+
+    verified, checkpoints = asyncio.run(checked())
+    for cp in checkpoints:  # audit.md: an export carries the signed checkpoints, as ChainCheckpoint lines
+        sys.stdout.write(cp.record_json() + "\n")
+    sys.stdout.flush()
+    if not verified.ok:
+        _broken(verified.first_bad_position)
 
 
 @audit_app.command("verify")
 @_friendly
-def audit_verify(cluster: str = ClusterOpt, database_url: str | None = DbOpt) -> None:
-    """Check the hash chain; exit 1 naming the first bad position."""
+def audit_verify(cluster: str = ClusterOpt, public_key: str | None = PublicKeyOpt,
+                 require_checkpoints: bool = RequireOpt, database_url: str | None = DbOpt) -> None:
+    """Check the hash chain (and the signed checkpoints); exit 1 naming the first bad position."""
     _check_cluster(cluster)
     from service.bootstrap import service_for
 
     url = _db(database_url, reads=True)
 
     async def run() -> Any:
+        from service.cli.checkpoint_cli import check_store
+
         async with service_for(url) as service:
             store = service.store
-            return await store.verify(cluster)
+            verified = await store.verify(cluster)
+            reached = verified.events if verified.ok else (verified.first_bad_position or 1) - 1
+            return verified, await check_store(store, cluster, reached, public_key, require_checkpoints)
 
-    result = asyncio.run(run())
-    body: dict[str, Any] = {"ok": result.ok, "events": result.events, "head": result.head}
-    if not result.ok:
-        body["firstBadPosition"] = result.first_bad_position
-    out.print_json(json.dumps(body))  # what GET /audit/verify answers, also for a cluster with no events
-    if result.ok and result.events == 0:  # a broken chain counts its good events: none means none recorded
+    result, report = asyncio.run(run())
+    ok, bad = result.ok, result.first_bad_position
+    if report.first_bad_position is not None and (ok or report.first_bad_position < (bad or 0)):
+        ok, bad = False, report.first_bad_position
+    # what GET /audit/verify answers (also for a cluster with no events), with the checkpoints
+    body: dict[str, Any] = {"ok": ok, "events": result.events, "head": result.head}
+    if not ok:
+        body["firstBadPosition"] = bad
+    if report.count or public_key or require_checkpoints:
+        body["checkpoints"] = report.as_json()
+    out.print_json(json.dumps(body))
+    if result.ok and result.events == 0 and ok:  # a broken chain counts its good events: none means none recorded
         _no_events(cluster)
-    if not result.ok:
-        console.print(f"[red]hash chain broken at position {result.first_bad_position}[/]")
+    if not ok:
+        detail = f": {report.problem}" if bad == report.first_bad_position else ""
+        console.print(f"hash chain broken at position {bad}{detail}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(BROKEN)
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.domain import events as ev
+from service.domain.composite_shape import group_bodies
 from service.domain.model import PREEMPT_LOWER
 from service.domain.state import ClusterState
-from service.domain.tree import group_bodies
 
 
 @dataclass(frozen=True)

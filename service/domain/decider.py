@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from service.domain import affinity as af
-from service.domain import composite_decide as tr
-from service.domain import dra
+from service.domain import dra, gang
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
+from service.domain import tree_decide as tr
 from service.domain import victims as vu
 from service.domain.commands import Rejection as Rejection  # re-exported: decider.accept still works
 from service.domain.commands import accept as accept
@@ -190,7 +190,7 @@ def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray, memo: dict[An
     info = state.index.info(g.class_key)
     if info.ub is None:
         return False
-    need = g.spec.min_count if g.spec.gang else 1
+    need = gang.need(g.spec)
     info.ub = grown_bound(state, g, info.ub, dirty, False, memo)
     if info.ub >= need:
         return False
@@ -228,7 +228,7 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
             return "failed"
         return _preempt_one(state, g, unplaced[0], emit, result)
 
-    need = spec.min_count if spec.gang else 1
+    need = gang.need(spec)
     result = _attempt(state, g, unplaced, need)
     if result.ok:
         return _placed(state, g, result, emit, ev.POD_GROUP_SCHEDULED, may_preempt)

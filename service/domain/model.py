@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from service.domain import tree as _tree
+from service.domain import composite_shape as _tree
 from service.domain.quantity import PODS, parse_quantity
 
 GANG = "gang"

@@ -20,8 +20,8 @@ import numpy as np
 
 from service.domain import dra
 from service.domain import placement as pl
-from service.domain.composite import Outcome, Routine
 from service.domain.state import ClusterState, Composite, Group
+from service.domain.tree_routine import Outcome, Routine
 from service.domain.victims import NO_VICTIMS, WOULD_NOT_HELP, Plan, Refusal, Unit, close
 
 

@@ -8,8 +8,9 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.domain import gang
+from service.domain.composite_shape import CpgSpec
 from service.domain.model import GroupSpec, WorkloadSpec, workload_from_submission
-from service.domain.tree import CpgSpec
 
 QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
 
@@ -49,7 +50,7 @@ class Group:
 
     @property
     def scheduled(self) -> bool:
-        return self.placed >= self.spec.min_count if self.spec.gang else self.placed >= 1
+        return gang.group_satisfied(self.spec, self.placed)
 
     @property
     def pending(self) -> bool:
@@ -168,13 +169,11 @@ class Composite:
 
 # -- trees: satisfied predicates (composite.md *Satisfied*) ---------------------------------------
 def cpg_satisfied(wl: Workload, ci: int) -> bool:
-    return satisfied_children(wl, ci) >= wl.spec.cpgs[ci].min_group_count
+    return gang.cpg_satisfied(wl.spec, ci, lambda gi: wl.groups[gi].placed)
 
 
 def satisfied_children(wl: Workload, ci: int) -> int:
-    spec = wl.spec.cpgs[ci]
-    return sum(1 for gi in spec.child_groups if wl.groups[gi].scheduled) + \
-        sum(1 for cj in spec.child_cpgs if cpg_satisfied(wl, cj))
+    return gang.satisfied_children(wl.spec, ci, lambda gi: wl.groups[gi].placed)
 
 
 def subtree_groups(wl: Workload, ci: int) -> list[int]:

@@ -100,12 +100,31 @@ def dead_letter_headers_schema() -> dict[str, Any]:
     }
 
 
+def chain_checkpoint_schema() -> dict[str, Any]:
+    """A ChainCheckpoint record (audit.md, *Signed checkpoints*)."""
+    text = {"type": "string"}
+    return {
+        "title": "ChainCheckpoint", "type": "object", "additionalProperties": False,
+        "required": ["type", "cluster", "position", "hash", "signedAt", "keyId", "signature"],
+        "properties": {
+            "type": {"const": "ChainCheckpoint"}, "cluster": text, "position": {"type": "integer", "minimum": 1},
+            "hash": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "The chain hash at position."},
+            "signedAt": text,
+            "keyId": {"type": "string", "pattern": "^[0-9a-f]{64}$",
+                      "description": "SHA-256 (hex) of the raw Ed25519 public key."},
+            "signature": {"type": "string", "description": "Base64 Ed25519 signature of the canonical JSON of "
+                                                           "cluster, position, hash, signedAt and keyId."},
+        },
+    }
+
+
 def asyncapi_document(settings: Settings | None = None) -> dict[str, Any]:
     s = settings or Settings(database_url="")
     schemas: dict[str, Any] = dict(component_schemas())
     for name, schema in (("CommandEnvelope", command_envelope_schema()),
                          ("EventEnvelope", event_envelope_schema()),
-                         ("DeadLetterHeaders", dead_letter_headers_schema())):
+                         ("DeadLetterHeaders", dead_letter_headers_schema()),
+                         ("ChainCheckpoint", chain_checkpoint_schema())):
         assert name not in schemas, name
         schemas[name] = schema
     return {
@@ -153,8 +172,11 @@ def _channels(s: Settings) -> dict[str, Any]:
             "address": s.decisions_topic,
             "title": "Decision feed",
             "description": "Every event of every cluster (inputs, rejections, decisions), key = cluster, in "
-                           "position order per cluster, at least once: dedupe on (cluster, position).",
-            "messages": {"event": {"$ref": "#/components/messages/Event"}},
+                           "position order per cluster, at least once: dedupe on (cluster, position). With a "
+                           "signing key, also the signed checkpoints (records with \"type\": \"ChainCheckpoint\" "
+                           "and no envelope fields: tell them apart by type, dedupe on (cluster, position, keyId)).",
+            "messages": {"event": {"$ref": "#/components/messages/Event"},
+                         "checkpoint": {"$ref": "#/components/messages/ChainCheckpoint"}},
             "bindings": {"kafka": {"topic": s.decisions_topic, **kafka_binding}},
         },
     }
@@ -180,7 +202,8 @@ def _operations(s: Settings) -> dict[str, Any]:
             "action": "send",
             "channel": {"$ref": "#/channels/decisions"},
             "summary": "Gangplank publishes every committed event from its transactional outbox.",
-            "messages": [{"$ref": "#/channels/decisions/messages/event"}],
+            "messages": [{"$ref": "#/channels/decisions/messages/event"},
+                         {"$ref": "#/channels/decisions/messages/checkpoint"}],
         },
     }
 
@@ -204,6 +227,12 @@ def _messages() -> dict[str, Any]:
         "Event": {
             "name": "Event", "title": "Event envelope", "contentType": "application/json",
             "payload": {"$ref": "#/components/schemas/EventEnvelope"},
+            "bindings": cluster_key,
+        },
+        "ChainCheckpoint": {
+            "name": "ChainCheckpoint", "title": "Signed checkpoint of a cluster's hash chain",
+            "contentType": "application/json",
+            "payload": {"$ref": "#/components/schemas/ChainCheckpoint"},
             "bindings": cluster_key,
         },
     }

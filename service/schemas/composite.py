@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from service.domain import tree
+from service.domain import composite_shape as tree
 from service.schemas import workload as _workload
 from service.schemas.common import StrictModel
 from service.schemas.errors import raise_errors

@@ -155,6 +155,26 @@ class VerifyResult:
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A signed chain head (audit.md, *Signed checkpoints*): stored beside the stream, never an event."""
+    cluster: str
+    position: int
+    hash: str
+    signed_at: str
+    key_id: str
+    signature: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "position": self.position, "hash": self.hash,
+                "signedAt": self.signed_at, "keyId": self.key_id, "signature": self.signature}
+
+    def record_json(self) -> str:
+        """The record on the decision topic and the line of an export: its fields and
+        "type": "ChainCheckpoint", as canonical JSON."""
+        return canonical_json({"type": "ChainCheckpoint", **self.as_json()})
+
+
+@dataclass(frozen=True)
 class Snapshot:
     cluster: str
     position: int
@@ -289,6 +309,14 @@ class EventStore(Protocol):
         """The latest of these versions at or before the position (earlier-listed wins ties)."""
 
     async def delete_snapshots(self, cluster: str | None = None) -> None: ...
+
+    async def save_checkpoint(self, checkpoint: Checkpoint, *, outbox_topic: str | None = None) -> None:
+        """Store a checkpoint (one per cluster, position and key; saving it again changes nothing) and,
+        with `outbox_topic`, its record (`Checkpoint.record_json`, key = cluster) in the outbox, in
+        one transaction."""
+
+    async def checkpoints(self, cluster: str, until: int | None = None) -> list[Checkpoint]:
+        """The cluster's checkpoints at or before `until`, by position (then key id)."""
 
     async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]: ...
 

@@ -31,6 +31,7 @@ from service.clock import utc_now
 from .base import (
     GENESIS_HASH,
     NOT_ECHOED,
+    Checkpoint,
     ClusterTurn,
     ConcurrencyConflict,
     ConsumedOffset,
@@ -80,6 +81,7 @@ class _Database:
         self.outbox_ids = itertools.count(1)
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.snapshots: dict[str, dict[tuple[int, str], bytes]] = {}
+        self.checkpoints: dict[str, dict[tuple[int, str], Checkpoint]] = {}  # (position, key id)
 
 
 _DATABASES: dict[str, _Database] = {}
@@ -341,6 +343,27 @@ class MemoryEventStore:
             else:
                 self._db.snapshots.pop(cluster, None)
 
+    # ------------------------------------------------------------------ checkpoints
+
+    async def save_checkpoint(self, checkpoint: Checkpoint, *, outbox_topic: str | None = None) -> None:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            stored = self._db.checkpoints.setdefault(checkpoint.cluster, {})
+            key = (checkpoint.position, checkpoint.key_id)
+            if key in stored:
+                return
+            stored[key] = checkpoint
+            if outbox_topic is not None:
+                self._db.outbox[next(self._db.outbox_ids)] = (
+                    outbox_topic, checkpoint.cluster.encode("utf-8"), checkpoint.record_json().encode("utf-8"),
+                    (), checkpoint.cluster, None)
+
+    async def checkpoints(self, cluster: str, until: int | None = None) -> list[Checkpoint]:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            stored = dict(self._db.checkpoints.get(cluster, {}))
+        return [stored[k] for k in sorted(stored) if until is None or k[0] <= until]
+
     # ------------------------------------------------------------------ outbox and offsets
 
     async def outbox_batch(self, limit: int = 500) -> list[OutboxItem]:
@@ -381,4 +404,5 @@ class MemoryEventStore:
         with db.lock:
             return {"events": sum(len(rows) for rows in db.events.values()), "clusters": len(db.heads),
                     "idempotency": len(db.idempotency), "outbox": len(db.outbox),
-                    "consumer_offsets": len(db.offsets)}
+                    "consumer_offsets": len(db.offsets),
+                    "checkpoints": sum(len(c) for c in db.checkpoints.values())}

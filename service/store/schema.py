@@ -72,4 +72,15 @@ snapshots = sa.Table(
     sa.Column("blob", sa.LargeBinary, nullable=False),
 )
 
-ALL_TABLES = ("events", "clusters", "idempotency", "outbox", "consumer_offsets", "snapshots")
+# signed chain heads (audit.md, *Signed checkpoints*): beside the stream, never events
+checkpoints = sa.Table(
+    "checkpoints", metadata,
+    sa.Column("cluster", sa.Text, primary_key=True),
+    sa.Column("position", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("key_id", sa.Text, primary_key=True),
+    sa.Column("hash", sa.Text, nullable=False),
+    sa.Column("signed_at", sa.Text, nullable=False),
+    sa.Column("signature", sa.Text, nullable=False),
+)
+
+ALL_TABLES = ("events", "clusters", "idempotency", "outbox", "consumer_offsets", "snapshots", "checkpoints")

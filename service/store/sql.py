@@ -87,6 +87,7 @@ from .schema import events as t_events
 from .schema import idempotency as t_idem
 from .schema import outbox as t_outbox
 from .schema import snapshots as t_snapshots
+from .sql_checkpoints import SqlCheckpoints
 from .sql_errors import DRIVER_UNAVAILABLE, constraint_name, finishes_when_cancelled, translating
 from .turn import TURN_CONNECTION, pg_turn
 
@@ -120,7 +121,7 @@ def _convert(rows: Sequence[Any]) -> list[StoredEvent]:
 
 # --------------------------------------------------------------------------- the store
 
-class SqlEventStore:
+class SqlEventStore(SqlCheckpoints):
     """EventStore (service.store.base) on PostgreSQL or SQLite. See the module docstring."""
 
     def __init__(self, url: str):

@@ -70,7 +70,8 @@ RESPONSES: dict[str, tuple[str, type[BaseModel], type[BaseModel] | None]] = {
     "getState": ("200", m.StateView, None), "verifyChain": ("200", m.Verification, None),
     "listClusters": ("200", _items(m.ClusterInfo), None),
 }
-NOT_CLIENT_CALLS = {"healthz", "readyz", "metrics", "version", "getVersion"}  # operations, not the client's business
+NOT_CLIENT_CALLS = {"healthz", "readyz", "metrics", "version", "getVersion",
+                    "listCheckpoints", "whatIf"}  # operations, and auditors' tools (audit.md), not the client's business
 
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.domain import events as ev
-from service.domain.composite import Routine
 from service.domain.events import Event
 from service.domain.evolve import evolve
+from service.domain.tree_routine import Routine
 from service.domain.workload import cpg_satisfied, subtree_groups
 from service.schemas import validate_body
 from service.schemas.errors import InputValidationError
@@ -411,9 +411,9 @@ def _stream(roots: list[dict], nodes: list, steps: list) -> list[tuple[int, str,
 def test_skipping_trees_never_changes_a_decision(nodes, roots, steps):
     from unittest import mock
 
-    from service.domain import composite_decide
+    from service.domain import tree_decide
     skipping = _stream(roots, nodes, steps)
-    with mock.patch.object(composite_decide, "_memo", lambda state, wl: None):  # every tree tried, always
+    with mock.patch.object(tree_decide, "_memo", lambda state, wl: None):  # every tree tried, always
         trying = _stream(roots, nodes, steps)
     assert skipping == trying
 

@@ -8,8 +8,8 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from service.domain import domains, filters
 from service.domain import events as ev
-from service.domain import filters, placement
 from tests.domain.sim import Sim, basic, gang, pods
 from tests.domain.test_devices import device_class, gpus_node, template, with_claims
 
@@ -173,7 +173,7 @@ def test_uniform_shortcut_explains_as_a_try_per_domain_would(racks: list[list[in
         return s.group("t")["explanation"]
 
     shortcut = run()
-    with mock.patch.object(placement, "_uniform_domains", lambda *args: None):
+    with mock.patch.object(domains, "uniform_domains", lambda *args: None):
         assert run() == shortcut
 
 

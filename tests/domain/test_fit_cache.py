@@ -1,4 +1,4 @@
-"""The per-shape fit caches of topology placement (placement._DomainFits) follow usage exactly.
+"""The per-shape fit caches of topology placement (domains.DomainFits) follow usage exactly.
 
 Random streams of rack-topology gangs (several shapes, priorities that preempt), deletions, node
 changes and node loss: after every input each cache equals a fresh computation, and the whole
@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from service.domain import domains as dm
 from service.domain import placement as pl
 from tests.domain.sim import Sim, gang, pods
 
@@ -36,10 +37,10 @@ def check_caches(sim: Sim) -> int:
             g = _a_group_with(sim, key)
             if g is None or len(vec) != nodes.used.shape[1]:
                 continue
-            hit = pl._domain_fits(state, g, g.spec.pod_shapes[0], layout, vec, np.flatnonzero(vec))
+            hit = dm.domain_fits(state, g, g.spec.pod_shapes[0], layout, vec, np.flatnonzero(vec))
             used = np.take(nodes.used, layout.order, axis=0)
-            fit = pl._fit_counts(layout, used, nodes.alloc, np.flatnonzero(vec), vec, pl._FIT_CAP)
-            fit[~pl.base_mask(state, g, g.spec.pod_shapes[0])[layout.order]] = 0
+            fit = dm._fit_counts(layout, used, nodes.alloc, np.flatnonzero(vec), vec, dm._FIT_CAP)
+            fit[~dm.base_mask(state, g, g.spec.pod_shapes[0])[layout.order]] = 0
             assert np.array_equal(hit.fit, fit)
             assert np.array_equal(hit.ksum, np.add.reduceat(fit, layout.starts))
             assert np.array_equal(hit.usums, np.add.reduceat(used, layout.starts))
@@ -96,14 +97,14 @@ def _a_group_with(sim: Sim, key: tuple) -> object | None:
 @given(ops)
 def test_fit_caches_follow_usage_and_decide_as_a_fresh_computation(stream):
     cached = run(stream, check=True)
-    rebuild = pl._domain_fits
+    rebuild = dm.domain_fits
 
     def fresh_each_time(state, g, shape, layout, vec, cols):  # noqa: ANN001, ANN202
         layout.fits.clear()
         return rebuild(state, g, shape, layout, vec, cols)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(pl, "_domain_fits", fresh_each_time)
+        m.setattr(dm, "domain_fits", fresh_each_time)
         fresh = run(stream, check=False)
     assert cached == fresh
 

@@ -60,7 +60,7 @@ async def test_migrations_create_the_schema_once(tmp_path) -> None:
     await upgrade(url)
     await upgrade(url)  # idempotent
     assert await schema_is_current(url)
-    assert head_revisions() == {"0001"}
+    assert len(head_revisions()) == 1  # one head: each migration follows the newest
     store = open_store(url)
     try:
         async with store.engine.connect() as conn:

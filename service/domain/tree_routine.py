@@ -11,7 +11,11 @@ satisfied is undone.
 All of it runs on one placement.Trial (usage and device allocations on a trial basis);
 `Routine` keeps, next to the trial, what was placed per pod group and which domain was
 chosen per CPG, so that undoing to a mark undoes both. Nothing here changes the state for
-good: the caller records the outcome as events, which evolve folds.
+good: the caller (tree_decide.py) records the outcome as events, which evolve folds.
+
+The rules it applies are written elsewhere, once: the gang and quorum rules (gang.py), the
+domain candidates (domains.py), the domain score and choice (scores.py), the explanations
+(explain.py). The tree's shape (expansion of `compositePodGroups`) is composite_shape.py.
 """
 from __future__ import annotations
 
@@ -21,11 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from service.domain import domains as dm
+from service.domain import gang
 from service.domain import placement as pl
+from service.domain import scores as sc
+from service.domain.explain import COMPOSITE, GROUP, cpg_explanation, explanation, worth_explaining
 from service.domain.state import ClusterState, Workload
-
-GROUP = "PodGroup"
-COMPOSITE = "CompositePodGroup"
 
 
 @dataclass
@@ -76,18 +81,17 @@ class Routine:
         """Step 1: a pod group, by the placement routine, restricted to `allowed`."""
         g = self.wl.groups[gi]
         pods = [i for i, n in enumerate(g.node_of) if n < 0]
-        need = g.spec.min_count if g.spec.gang else 1
+        need = gang.need(g.spec)
         if not pods:
             return Outcome(g.scheduled, 0)
         res = pl.attempt(self.state, g, pods, need, restrict=allowed, explain=self.explain, keep_trial=self.trial)
         ok = res.ok
         if ok:
             self.placed.append((gi, res))
-        explanation = None
         if self.explain and res.placeable < len(pods):
-            explanation = pl.explanation(res.failure, res.placeable, g.spec.min_count,
-                                         len(self.state.nodes.live_indices()))
-        return Outcome(ok, res.placeable if ok else 0, explanation, tried_pods=res.placeable)
+            why = explanation(res.failure, res.placeable, g.spec.min_count, len(self.state.nodes.live_indices()))
+            return Outcome(ok, res.placeable if ok else 0, why, tried_pods=res.placeable)
+        return Outcome(ok, res.placeable if ok else 0, None, tried_pods=res.placeable)
 
     def place(self, ci: int, allowed: np.ndarray | None) -> Outcome:
         """place(X, R) for CPG X on the rows `allowed` (None: every row)."""
@@ -98,26 +102,23 @@ class Routine:
         layout = self.state.nodes.layout(key)
         ids = layout.ids
         inside = ids >= 0 if allowed is None else (ids >= 0) & allowed
-        candidates = [int(d) for d in np.unique(ids[inside])]
         start = self.mark()
-        best: tuple[Fraction, int] | None = None
+        choice = sc.DomainChoice()
         shown: tuple[tuple[int, int, int], Outcome] | None = None  # the explained candidate
-        for d in candidates:
+        for d in dm.candidates(layout, allowed, None):
             rows = inside & (ids == d)
             out = self._children(ci, rows, layout.values[d])
             if out.satisfied:
-                score = self._domain_score(start[1], rows)
-                if best is None or score > best[0]:  # ties keep the smaller value (earlier d)
-                    best = (score, d)
+                choice.offer(d, self._domain_score(start[1], rows))
             rank = (-out.satisfied_children, -out.tried_pods, d)
             if shown is None or rank < shown[0]:
                 shown = (rank, out)
             self.undo_to(start)
-        if best is None:
+        if choice.best is None:
             if shown is not None:
                 return Outcome(False, 0, shown[1].explanation, shown[1].satisfied_children)
             return Outcome(False, 0, self._explain(ci, [], 0, {"key": key, "value": None}))
-        d = best[1]
+        d = choice.best
         out = self._children(ci, inside & (ids == d), layout.values[d])  # the winner again: deterministic
         self.domains[ci] = layout.values[d]
         return out
@@ -133,7 +134,7 @@ class Routine:
             results.append((self.wl.spec.cpgs[cj].name, COMPOSITE, self.place(cj, allowed)))
         n = sum(1 for _, _, out in results if out.satisfied)
         pods = sum(out.pods for _, _, out in results)
-        ok = n >= spec.min_group_count
+        ok = gang.quorum(spec, n)
         domain = None if spec.topology_key is None else {"key": spec.topology_key, "value": value}
         explanation = self._explain(ci, results, n, domain) if self.explain else None
         if not ok:
@@ -143,58 +144,18 @@ class Routine:
 
     def _explain(self, ci: int, results: list[tuple[str, str, Outcome]], n: int,
                  domain: dict[str, Any] | None) -> dict[str, Any]:
-        spec = self.wl.spec.cpgs[ci]
-        total = spec.children
-        return {
-            "message": f'composite pod group "{spec.name}": {n}/{total} children can be scheduled, '
-                       f"minGroupCount {spec.min_group_count}",
-            "minGroupCount": spec.min_group_count, "satisfiableChildren": n,
-            "children": [{"name": name, "kind": kind, "satisfied": out.satisfied,
-                          "explanation": out.explanation if _worth_explaining(out) else None}
-                         for name, kind, out in results],
-            "domain": domain, "preemption": None,
-        }
+        return cpg_explanation(self.wl.spec.cpgs[ci],
+                               [(name, kind, out.satisfied,
+                                 out.explanation if worth_explaining(out.satisfied, out.explanation) else None)
+                                for name, kind, out in results], n, domain)
 
     def _domain_score(self, since: int, rows: np.ndarray) -> Fraction:
-        """model.md step 5 over every pod placed since `since`: the mean over the resources they
-        request of (used, their pods included) / allocatable, each summed over the domain's rows."""
-        nodes = self.state.nodes
+        """The domain score (scores.domain_score) over every pod placed since `since`: the
+        resources they request, their usage already on the trial."""
         requested: set[str] = set()
         shapes = self.wl.spec.shapes
         for gi, res in self.placed[since:]:
             pod_shapes = self.wl.groups[gi].spec.pod_shapes
             for shape in {pod_shapes[p] for p, _ in res.placements}:
                 requested.update(r for r, _ in shapes[shape].requests)
-        if not requested:
-            return Fraction(0)
-        members = np.flatnonzero(rows)
-        total = Fraction(0)
-        for r in sorted(requested):
-            col = nodes.resources[r]
-            alloc = int(nodes.alloc[members, col][nodes.declared[members, col]].sum())
-            if alloc > 0:
-                total += Fraction(int(nodes.used[members, col].sum()), alloc)
-        return total / len(requested)
-
-
-def _worth_explaining(out: Outcome) -> bool:
-    """A child's explanation is kept when it left something unsatisfied or unplaced."""
-    x = out.explanation
-    if x is None or not out.satisfied or "children" not in x:
-        return x is not None
-    return x["satisfiableChildren"] < len(x["children"]) or any(c["explanation"] for c in x["children"])
-
-
-def pinned_rows(state: ClusterState, wl: Workload, ci: int | None) -> np.ndarray | None:
-    """The rows inside the domains pinned for CPG ci and its ancestors (None: no pin)."""
-    allowed: np.ndarray | None = None
-    while ci is not None:
-        c = wl.composites[ci]
-        key = c.spec.topology_key
-        if key is not None and c.domain is not None:
-            layout = state.nodes.layout(key)
-            d = layout.values.index(c.domain) if c.domain in layout.values else -2
-            rows = layout.ids == d
-            allowed = rows if allowed is None else allowed & rows
-        ci = c.spec.parent
-    return allowed
+        return sc.domain_score(self.state, rows, dict.fromkeys(sorted(requested), 0))

@@ -1,7 +1,7 @@
 """Decisions for trees (composite.md): a pending root tried whole, leftovers, loss.
 
 `try_root` is what the scheduling pass does with a root's queue entry: a root not satisfied
-is placed whole by the tree routine (composite.py) or not at all; a satisfied root has its
+is placed whole by the tree routine (tree_routine.py) or not at all; a satisfied root has its
 leftovers tried in the order of the tree routine, inside the domains pinned for their
 ancestors, and they never preempt. `lose` applies model.md's node loss to a tree's pod
 groups and then releases, bottom up, every CPG left unsatisfied with pods placed (a CPG with
@@ -12,14 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.domain import dra
+from service.domain import dra, gang
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
 from service.domain import victims as vu
-from service.domain.composite import Outcome, Routine, pinned_rows
+from service.domain.domains import pinned_rows
+from service.domain.explain import explanation
 from service.domain.model import NEVER
 from service.domain.state import ClusterState
+from service.domain.tree_routine import Outcome, Routine
 from service.domain.workload import Composite, Group, Workload, cpg_satisfied, subtree_cpgs, subtree_groups
 
 Emit = Callable[[str, dict[str, Any]], None]
@@ -112,13 +114,7 @@ def _after(wl: Workload, routine: Routine) -> dict[int, int]:
 
 
 def _satisfied_after(wl: Workload, ci: int, placed: dict[int, int]) -> bool:
-    spec = wl.spec.cpgs[ci]
-    n = 0
-    for gi in spec.child_groups:
-        gs = wl.spec.groups[gi]
-        n += placed[gi] >= (gs.min_count if gs.gang else 1)
-    n += sum(1 for cj in spec.child_cpgs if _satisfied_after(wl, cj, placed))
-    return n >= spec.min_group_count
+    return gang.cpg_satisfied(wl.spec, ci, placed.__getitem__)
 
 
 def _leaves_something(wl: Workload, ci: int, routine: Routine) -> bool:
@@ -143,8 +139,8 @@ def group_data(state: ClusterState, g: Group, result: pl.Attempt, explain: bool)
         "domain": _domain(g.spec.topology_key, result.domain or g.domain),
     }
     if explain and placed_after < g.total:
-        data["explanation"] = pl.explanation(result.failure, result.placeable, g.spec.min_count,
-                                             len(state.nodes.live_indices()))
+        data["explanation"] = explanation(result.failure, result.placeable, g.spec.min_count,
+                                          len(state.nodes.live_indices()))
     return data
 
 
@@ -186,7 +182,7 @@ def _leftovers(state: ClusterState, wl: Workload, ci: int, emit: Emit) -> bool:
                 emit(ev.PODS_SCHEDULED, group_data(state, g, res, True))
                 any_placed = True
             continue
-        need = g.spec.min_count if g.spec.gang else 1
+        need = gang.need(g.spec)
         res = pl.attempt(state, g, unplaced, need, restrict=allowed, explain=False)
         if res.ok:
             if res.placeable < len(unplaced):
