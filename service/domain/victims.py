@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from service.domain import dra
+from service.domain import dra, gang
 from service.domain import events as ev
 from service.domain.workload import Group, Workload, subtree_groups
 
@@ -150,13 +150,7 @@ class Victim:
 
 
 def _satisfied(wl: Workload, ci: int, placed: dict[int, int]) -> bool:
-    spec = wl.spec.cpgs[ci]
-    n = 0
-    for gi in spec.child_groups:
-        gs = wl.spec.groups[gi]
-        n += placed[gi] >= (gs.min_count if gs.gang else 1)
-    n += sum(1 for cj in spec.child_cpgs if _satisfied(wl, cj, placed))
-    return n >= spec.min_group_count
+    return gang.cpg_satisfied(wl.spec, ci, placed.__getitem__)
 
 
 def close(units: list[Unit]) -> list[Victim]:

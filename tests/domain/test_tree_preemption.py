@@ -188,11 +188,7 @@ def _check_every_decision(s: Sim) -> int:
     return seen
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(clusters(), st.lists(st.tuples(trees(), st.integers(0, 3)), min_size=1, max_size=4),
-       st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(0, 3)), max_size=4),
-       st.lists(st.tuples(st.sampled_from(["remove", "delete"]), st.integers(0, 7)), max_size=3))
-def test_preemption_never_leaves_a_cpg_unsatisfied_nor_a_gang_below_min_count(nodes, roots, flats, steps):
+def _mixed_stream(nodes: list, roots: list, flats: list, steps: list) -> Sim:
     s = Sim()
     for name, labels, cpu in nodes:
         s.node(name, labels=labels, cpu=str(cpu))
@@ -212,5 +208,31 @@ def test_preemption_never_leaves_a_cpg_unsatisfied_nor_a_gang_below_min_count(no
             live = [wl.spec.name for wl in s.state.workloads.values() if wl.deleted_at is None]
             if live:
                 s.delete(live[i % len(live)])
+    return s
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(clusters(), st.lists(st.tuples(trees(), st.integers(0, 3)), min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(0, 3)), max_size=4),
+       st.lists(st.tuples(st.sampled_from(["remove", "delete"]), st.integers(0, 7)), max_size=3))
+def test_preemption_never_leaves_a_cpg_unsatisfied_nor_a_gang_below_min_count(nodes, roots, flats, steps):
+    s = _mixed_stream(nodes, roots, flats, steps)
     _check_every_decision(s)
     s.assert_replay_equal()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(clusters(), st.lists(st.tuples(trees(), st.integers(0, 3)), min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(0, 3)), max_size=4))
+def test_tree_victim_units_decide_as_the_reference(nodes, roots, flats):
+    from unittest import mock
+
+    from service.domain import preempt_search, victims
+    from tests.domain import reference_tree_victims as ref
+
+    def dump(s: Sim) -> list[str]:
+        return [json.dumps([e.position, e.type, e.data], sort_keys=True) for e in s.events]
+
+    real = dump(_mixed_stream(nodes, roots, flats, []))
+    with mock.patch.object(victims, "tree_units", ref.tree_units), mock.patch.object(preempt_search, "close", ref.close):
+        assert dump(_mixed_stream(nodes, roots, flats, [])) == real
