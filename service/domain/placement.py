@@ -349,10 +349,11 @@ def _attempt_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
     best: Attempt | None = None
     fallback: Attempt | None = None  # the domain that placed most, for the explanation
     tried: list[tuple[np.ndarray, dict[str, Any]]] = []  # (allowed, failure) of each failed domain
-    for d in candidates:
+    trial = keep_trial or Trial(state)  # on a kept trial each domain sees what the try placed before
+    for d in candidates:                 # (a tree's earlier groups: their devices, shared claims included)
         in_domain = ids == d
         allowed = in_domain if restrict is None else in_domain & restrict
-        trial = Trial(state)
+        mark = trial.mark()
         res = _attempt_on(state, g, pods, need, allowed, explain, trial, values[d])
         if res.ok:
             # one candidate needs no score (a pinned domain, or the uniform path's choice)
@@ -364,7 +365,7 @@ def _attempt_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
                 tried.append((allowed, res.failure))
             if fallback is None or res.placeable > fallback.placeable:
                 fallback = res
-        trial.rollback()
+        trial.rollback_to(mark)
     if best is None:
         result = fallback or Attempt(need=need)
         if explain:
@@ -383,13 +384,13 @@ def _attempt_domains(state: ClusterState, g: Group, pods: list[int], need: int, 
 
 def _domain_score(state: ClusterState, g: Group, in_domain: np.ndarray,
                   placements: list[tuple[int, int]]) -> Fraction:
-    """The domain score of this group's placement in the domain (scores.domain_score), with the
-    trial's usage applied; `added` are the requests of the placed pods."""
+    """The domain score of this group's placement in the domain (scores.domain_score) over the
+    resources its placed pods request. The trial's usage is applied: their requests are in the
+    usage already (counting them again was issue 21's nested-placement bug: the shortcut of
+    uniform groups, which scores from usage before the placement, chose otherwise)."""
     shapes = g.workload.spec.shapes
-    added: dict[str, int] = {}
-    for r, _ in shapes[g.spec.pod_shapes[placements[0][0]]].requests:
-        added.setdefault(r, 0)
-    for pod, _ in placements:
-        for r, q in shapes[g.spec.pod_shapes[pod]].requests:
-            added[r] = added.get(r, 0) + q
-    return sc.domain_score(state, in_domain, added)
+    requested: dict[str, int] = {}
+    for shape in dict.fromkeys(g.spec.pod_shapes[pod] for pod, _ in placements):
+        for r, _ in shapes[shape].requests:
+            requested.setdefault(r, 0)
+    return sc.domain_score(state, in_domain, requested)
