@@ -343,7 +343,7 @@ async def time_rebuild(url: str, plain_fold: bool = False) -> dict[str, Any]:
     from service.domain.upcasting import upcast
     from service.domain.views import canonical
     from service.store import open_store
-    from service.store.sql import loads
+    from service.store.codec import loads
 
     store = open_store(url)
     try:

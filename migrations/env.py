@@ -33,7 +33,7 @@ def _url() -> str:
 
 
 async def _run_async_migrations() -> None:
-    from service.store.sql import make_engine
+    from service.store.engine import make_engine
 
     engine = make_engine(_url())
     try:

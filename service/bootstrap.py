@@ -80,7 +80,7 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
             runtime["kafka"] = await start_kafka(service, settings)
         if service.checkpoints.enabled:
             runtime["checkpoints"] = asyncio.get_running_loop().create_task(sign_on_time())
-        log.info("gangplank.started", database=_safe_url(settings.database_url),
+        log.info("gangplank.started", database=_safe_url(settings.database_url), replica=settings.replica_id,
                  kafka=settings.kafka_bootstrap, auth="none" if api_settings.is_open else "bearer",
                  signing=service.checkpoints.signer.key_id if service.checkpoints.signer else None)
 

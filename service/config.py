@@ -49,6 +49,8 @@ class Settings:
     signing_key: str | None = None  # an Ed25519 private key file (PEM, PKCS#8): sign chain checkpoints
     checkpoint_events: int = 1000  # a checkpoint every this many events
     checkpoint_seconds: float = 60.0  # and at least this often while events arrive
+    replica_id: str | None = None  # replicas.md: None until serve resolves it (service.replica)
+    advertise_url: str | None = None
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -73,6 +75,8 @@ class Settings:
             "signing_key": env.get("GANGPLANK_SIGNING_KEY") or None,
             "checkpoint_events": int(env.get("GANGPLANK_CHECKPOINT_EVENTS", cls.checkpoint_events)),
             "checkpoint_seconds": float(env.get("GANGPLANK_CHECKPOINT_SECONDS", cls.checkpoint_seconds)),
+            "replica_id": env.get("GANGPLANK_REPLICA_ID") or None,
+            "advertise_url": env.get("GANGPLANK_ADVERTISE_URL") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

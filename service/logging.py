@@ -39,7 +39,9 @@ def configure_logging(level: int = logging.INFO) -> None:
     for chatty in ("httpx", "httpcore"):  # a line per request at INFO: the client commands' output is not a log
         logging.getLogger(chatty).setLevel(max(level, logging.WARNING))
     structlog.configure(
-        processors=[*_stamps(), render],
+        # format_exc_info: a line logged with exc_info (log.exception, every 500) carries its traceback
+        # as "exception"; without it the renderer would write "exc_info": true and drop the traceback
+        processors=[*_stamps(), structlog.processors.format_exc_info, render],
         logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
         wrapper_class=structlog.make_filtering_bound_logger(level),
     )

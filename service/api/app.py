@@ -21,6 +21,7 @@ from service.api.routes import STATE_KEY, route_handlers
 from service.api.settings import ApiSettings
 from service.app.service import Gangplank
 from service.metrics import REQUESTS
+from service.replica import REPLICA_HEADER
 
 API_VERSION = "1"
 
@@ -77,6 +78,18 @@ def _route_middleware(authorizer: Authorizer) -> Callable[[ASGIApp], ASGIApp]:
     return wrap
 
 
+def _replica_header(replica: str) -> Callable[[Message, Scope], Any]:
+    """replicas.md: every answer carries `Gangplank-Replica: <id>`, the replica whose code produced it
+    (also answers given before any route, such as 404s of unknown paths)."""
+    header = (REPLICA_HEADER.encode("latin-1"), replica.encode("latin-1"))
+
+    async def before_send(message: Message, scope: Scope) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", ()), header]
+
+    return before_send
+
+
 def _refuse_repeated(pairs: list[bytes]) -> None:
     """A query parameter given twice is a 422: which value counts would be a guess (and the
     access check and the handler must read the same one)."""
@@ -99,6 +112,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
         route_handlers=route_handlers(),
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]  # Litestar's handler type is invariant in the exception
         middleware=[_route_middleware(authorizer)],
+        before_send=[_replica_header(settings.replica_id)] if settings.replica_id else [],
         request_max_body_size=settings.max_body_size,
         state=_state(service, authorizer),
         openapi_config=OpenAPIConfig(

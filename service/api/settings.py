@@ -81,6 +81,7 @@ class ApiSettings:
     tokens: Mapping[str, TokenGrant] = field(default_factory=dict)
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     title: str = "Gangplank"
+    replica_id: str = ""  # replicas.md: on every answer as Gangplank-Replica (empty: the header is left out)
 
     @property
     def is_open(self) -> bool:

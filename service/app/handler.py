@@ -274,8 +274,8 @@ class CommandHandler:
                 metrics.EVENTS_APPENDED.inc(len(stored))
                 work.head = (stored[-1].position, stored[-1].hash) if stored else None
             elif work.records or offsets or work.dead_letters:
-                await self.store.record_without_events(idempotency=work.records, offsets=offsets,
-                                                       dead_letters=work.dead_letters)
+                await turn.append(expected, [], idempotency=work.records, offsets=offsets,
+                                  dead_letters=work.dead_letters)
         except BaseException:
             self.cache.drop(cluster)
             raise

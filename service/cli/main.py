@@ -213,7 +213,15 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
               None, "--signing-key", metavar="FILE",
               help="Ed25519 private key (PEM, PKCS#8; gangplank keygen): sign each cluster's chain head every "
                    "1,000 events and at least once a minute (env GANGPLANK_SIGNING_KEY, "
-                   "GANGPLANK_CHECKPOINT_EVENTS, GANGPLANK_CHECKPOINT_SECONDS)")) -> None:
+                   "GANGPLANK_CHECKPOINT_EVENTS, GANGPLANK_CHECKPOINT_SECONDS)"),
+          replica_id: str | None = typer.Option(
+              None, "--replica-id", metavar="ID",
+              help="This replica's id, on every answer as Gangplank-Replica (env GANGPLANK_REPLICA_ID; default: "
+                   "<host>-<port>-<6 random hex digits>, new at every start)"),
+          advertise_url: str | None = typer.Option(
+              None, "--advertise-url", metavar="URL",
+              help="The base URL at which other replicas reach this one (env GANGPLANK_ADVERTISE_URL; "
+                   "default: http://<host>:<port>, a wildcard host replaced by the host name)")) -> None:
     """Run the HTTP API (and the Kafka consumer and outbox relay with --kafka-bootstrap)."""
     import uvicorn
 
@@ -226,8 +234,13 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
     configure_for_serving()  # short collector pauses for a long-lived decider (service/gcpause.py)
     settings = Settings.from_env(database_url=database_url, host=host, port=port, tokens_file=tokens,
                                  kafka_bootstrap=kafka_bootstrap, kafka_idempotence=kafka_idempotence,
-                                 signing_key=signing_key)
+                                 signing_key=signing_key, replica_id=replica_id, advertise_url=advertise_url)
     settings.migrate = not no_migrate
+    from service.replica import ReplicaIdError, resolve_identity
+    try:
+        resolve_identity(settings)
+    except ReplicaIdError as exc:
+        _fail(f"error: {exc}")
     if settings.signing_key:
         from service.app.checkpoints import KeyFileError, Signer
         try:
@@ -235,7 +248,7 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
         except KeyFileError as exc:
             _fail(f"error: {exc}")
     try:
-        api_settings = ApiSettings.from_tokens_file(settings.tokens_file)
+        api_settings = ApiSettings.from_tokens_file(settings.tokens_file, replica_id=settings.replica_id or "")
     except TokenFileError as exc:  # its message never holds a token
         _fail(f"error: {exc}")
     _db(settings.database_url)  # an SQLite file's directory must exist

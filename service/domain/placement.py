@@ -21,7 +21,7 @@ import numpy as np
 
 from service.domain import affinity as af
 from service.domain import domains as dm
-from service.domain import dra, explain_topology
+from service.domain import dra, explain_topology, scoring
 from service.domain import scores as sc
 from service.domain.domains import base_mask, uniform_count, uniform_domain_terms
 from service.domain.explain import explain_pod, explanation
@@ -123,6 +123,8 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         for tier_rows, tier_scores in _tiers(state, wl.spec.shapes[shape], rows, scores):
             if devices:
                 failed = _place_run_devices(state, g, run, tier_rows, tier_scores, cols, vec, trial, placements)
+            elif state.scoring != scoring.MOST_ALLOCATED:  # the strategy seam (scoring.py)
+                failed = scoring.place_least_allocated(state, run, tier_rows, cols, vec, trial, placements)
             else:
                 failed = _place_run(state, run, tier_rows, tier_scores, cols, vec, trial, placements)
             if failed is None:

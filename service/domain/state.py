@@ -25,6 +25,7 @@ JOURNAL_MAX = 4096  # moves kept in ClusterState.moves; beyond, the older half i
 
 class ClusterState:
     finished_before = 0
+    scoring = "MostAllocated"  # the node score's strategy (domain/scoring.py); what-if may set another
     moves_dropped = 0  # states pickled before the journal of moves: none dropped
 
     def __init__(self, cluster: str = "") -> None:

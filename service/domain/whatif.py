@@ -151,6 +151,8 @@ def what_if(cluster: str, events: Sequence[ev.Event], changes: Changes, rules_cu
                  if i.type == ev.WORKLOAD_SUBMITTED}
     _check(changes, start, until, submitted)
     recorded, whatif = base, copy.deepcopy(base)
+    if changes.scoring is not None:
+        whatif.state.scoring = changes.scoring  # for the whole range (sharing.md, audit.md)
     whatif_run = _WhatIfRun(whatif, changes, until)
     whatif_run.scale_live()
     rules: set[int] = set()

@@ -10,6 +10,7 @@ from typing import Any
 
 from service.domain import ClusterState
 from service.domain.commands import upsert_node
+from service.domain.scoring import STRATEGIES
 from service.domain.whatif import CapacityChange, Changes, NodeChange
 from service.schemas.common import PRIORITY_MAX, PRIORITY_MIN
 from service.schemas.errors import InputValidationError
@@ -115,9 +116,9 @@ def _scoring(value: Any, errors: list[dict[str, Any]]) -> str | None:
         errors.append({"loc": ["scoring", "fragmentationAware"],
                        "msg": "required with FragmentationAware, refused with the others"})
         return None
-    if strategy != "MostAllocated":  # the decider's score has one strategy in this release
+    if strategy not in STRATEGIES:  # the decider's strategies (domain/scoring.py)
         errors.append({"loc": ["scoring", "strategy"],
-                       "msg": f"{strategy} is not supported by this release (MostAllocated only)"})
+                       "msg": f"{strategy} is not supported by this release ({', '.join(STRATEGIES)})"})
         return None
     return str(strategy)
 

@@ -29,8 +29,10 @@ from .base import (
 )
 from .engine import make_engine, normalize_url
 from .memory import MemoryEventStore, is_memory_url
+from .postgres import PostgresEventStore
 from .sql import SqlEventStore
 from .sql_errors import translate
+from .sqlite import SqliteEventStore
 
 
 def open_store(url: str) -> EventStore:
@@ -40,7 +42,9 @@ def open_store(url: str) -> EventStore:
     if is_memory_url(url):
         return MemoryEventStore(url)
     try:
-        return SqlEventStore(url)
+        if normalize_url(url).startswith("sqlite"):
+            return SqliteEventStore(url)
+        return PostgresEventStore(url)
     except Exception as exc:
         translated = translate(exc)
         if translated is exc:
@@ -50,7 +54,8 @@ def open_store(url: str) -> EventStore:
 
 __all__ = [
     "GENESIS_HASH", "ConcurrencyConflict", "ConsumedOffset", "DeadLetter", "EventStore",
-    "IdempotencyKeyTaken", "IdempotencyRecord", "MemoryEventStore", "NewEvent", "OutboxItem", "Snapshot",
-    "SqlEventStore", "StoredEvent", "StoreError", "StoreUnavailable", "VerifyResult", "canonical_json", "chain_hash",
+    "IdempotencyKeyTaken", "IdempotencyRecord", "MemoryEventStore", "NewEvent", "OutboxItem",
+    "PostgresEventStore", "Snapshot", "SqlEventStore", "SqliteEventStore", "StoredEvent", "StoreError",
+    "StoreUnavailable", "VerifyResult", "canonical_json", "chain_hash",
     "is_memory_url", "make_engine", "normalize_url", "open_store",
 ]

@@ -1,14 +1,16 @@
 """The event store port: what the application service needs from any backend.
 
-Three backends implement `EventStore`: PostgreSQL and SQLite (service/store/sql.py) and the
-in-memory store (service/store/memory.py); one conformance suite (tests/store/) runs against each.
+Three backends implement `EventStore`, each in a module of its own: PostgreSQL
+(service/store/postgres.py), SQLite (service/store/sqlite.py) and the in-memory store
+(service/store/memory.py), over a shared base (service/store/recorded.py; the SQL ones also
+over service/store/sql.py); one conformance suite (tests/store/) runs against each.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -192,7 +194,9 @@ class TurnStart:
 
 class ClusterTurn(Protocol):
     """One writer's turn on one cluster (EventStore.exclusive): what deciding a batch reads and
-    writes, all inside the turn."""
+    writes, all inside the turn. The same on every backend: its appends (with events or
+    without) are committed when the turn ends without an exception, and nothing of them is
+    recorded when it ends with one."""
 
     async def start(self, keys: Sequence[str], after: int, limit: int) -> TurnStart:
         """The head, the keys' records, and the events after `after` (a writer's cached
@@ -207,37 +211,6 @@ class ClusterTurn(Protocol):
                      dead_letters: Sequence[DeadLetter] = (), outbox_topic: str | None = None,
                      echo: bool = True) -> list[StoredEvent]:
         """As EventStore.append, for the turn's cluster: committed when the turn ends."""
-
-
-class _SharedTurn:
-    """A turn that is the store itself: for backends with one writer process (SQLite, memory)."""
-
-    def __init__(self, store: EventStore, cluster: str) -> None:
-        self.store, self.cluster = store, cluster
-
-    async def start(self, keys: Sequence[str], after: int, limit: int) -> TurnStart:
-        last, records = await self.store.head_and_idempotency(self.cluster, keys)
-        missed = await self.store.read_data(self.cluster, after, limit) if last > after else []
-        return TurnStart(last, records, missed)
-
-    async def read_data(self, after: int = 0, limit: int | None = None, until: int | None = None, *,
-                        decode: bool = True) -> list[tuple[int, str, int, Any]]:
-        return await self.store.read_data(self.cluster, after, limit, until, decode=decode)
-
-    async def append(self, expected_position: int, events: Sequence[NewEvent], *,
-                     idempotency: Sequence[IdempotencyRecord] = (), offsets: Sequence[ConsumedOffset] = (),
-                     dead_letters: Sequence[DeadLetter] = (), outbox_topic: str | None = None,
-                     echo: bool = True) -> list[StoredEvent]:
-        return await self.store.append(self.cluster, expected_position, events, idempotency=idempotency,
-                                       offsets=offsets, dead_letters=dead_letters, outbox_topic=outbox_topic,
-                                       echo=echo)
-
-
-@asynccontextmanager
-async def shared_turn(store: EventStore, cluster: str) -> AsyncIterator[ClusterTurn]:
-    """EventStore.exclusive for a store that needs no lock: its writes go straight through
-    (the expected-position check still guards every append)."""
-    yield _SharedTurn(store, cluster)
 
 
 class EventStore(Protocol):
@@ -270,11 +243,13 @@ class EventStore(Protocol):
         """One transaction with no events (a dead letter and its offset, say)."""
 
     def exclusive(self, cluster: str) -> AbstractAsyncContextManager[ClusterTurn]:
-        """A writer's turn on the cluster: while one process's turn runs, no other process's
-        turn on that cluster does (PostgreSQL: an advisory lock; its appends commit when the
-        block ends without an exception and roll back otherwise, and a killed process's lock is
-        released with its session). Appends outside turns still go through, checked as always
-        by the expected position: a turn's append can then raise ConcurrencyConflict."""
+        """A writer's turn on the cluster: while one turn on it runs, no other turn on it does
+        (PostgreSQL: across processes, through an advisory lock that a killed process's session
+        releases; SQLite and memory: in the store, whose process is the one writer). start()
+        reads what was committed before the turn; the appends commit when the block ends without
+        an exception and are not recorded otherwise. Appends outside turns still go through,
+        checked as always by the expected position: a turn's append, or its end, can then raise
+        ConcurrencyConflict (and nothing of the turn is recorded)."""
 
     async def read(self, cluster: str, after: int = 0, limit: int | None = None,
                    until: int | None = None) -> list[StoredEvent]: ...

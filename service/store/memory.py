@@ -5,7 +5,7 @@
                                     # it sees the same events (as two SQL stores on one database)
 
 It keeps what the SQL tables keep (service/store/schema.py) and writes it the same way: the
-canonical JSON texts, hashed and chained with the same functions (service/store/codec.py), so
+canonical JSON texts, hashed and chained with the same functions (service/store/recorded.py), so
 that hashes, outbox values and verify() agree with SQLite and PostgreSQL byte for byte. The
 same conformance suite (tests/store/) runs against all three.
 
@@ -22,15 +22,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import AsyncIterator, Sequence
+import weakref
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple
-
-from service.clock import utc_now
+from typing import Any
 
 from .base import (
     GENESIS_HASH,
-    NOT_ECHOED,
     Checkpoint,
     ClusterTurn,
     ConcurrencyConflict,
@@ -44,23 +42,23 @@ from .base import (
     StoredEvent,
     VerifyResult,
     canonical_record_json,
-    shared_turn,
 )
-from .codec import checked_hash, envelope_json, hash_input, loads, sha256_hex, tail_fault
+from .codec import loads
+from .recorded import (
+    AppendPlan,
+    ChainCheck,
+    ChainRow,
+    RecordingStore,
+    check_keys_once,
+    outbox_value,
+    plan,
+    prepare,
+    staged_turn,
+)
+from .recorded import stored_event as _stored
 
 SCHEME = "memory://"
-
-
-class _Row(NamedTuple):
-    """An events row: the canonical texts that were hashed, as the SQL tables keep them."""
-    position: int
-    type: str
-    schema_version: int
-    data: str
-    metadata: str
-    recorded_at: str
-    prev_hash: str
-    hash: str
+_Row = ChainRow  # an events row: the canonical texts that were hashed, as the SQL tables keep them
 
 
 # key -> (fingerprint, status, canonical body, cluster, position)
@@ -109,11 +107,9 @@ def _database(url: str) -> _Database:
 
 
 def _idempotency_rows(records: Sequence[IdempotencyRecord]) -> dict[str, _IdempotencyRow]:
-    rows = {r.key: (r.fingerprint, int(r.status), canonical_record_json(r.body), r.cluster, r.position)
+    check_keys_once(records)
+    return {r.key: (r.fingerprint, int(r.status), canonical_record_json(r.body), r.cluster, r.position)
             for r in records}
-    if len(rows) != len(records):
-        raise IdempotencyKeyTaken("the same idempotency key twice in one append")
-    return rows
 
 
 def _dead_letter_rows(dead_letters: Sequence[DeadLetter]) -> list[_OutboxRow]:
@@ -126,18 +122,13 @@ def _idempotency_record(key: str, row: _IdempotencyRow) -> IdempotencyRecord:
                              cluster=row[3], position=row[4])
 
 
-def _stored(cluster: str, row: _Row, echo: bool = True) -> StoredEvent:
-    return StoredEvent(cluster, row.position, row.type, row.schema_version,
-                       loads(row.data) if echo else NOT_ECHOED, loads(row.metadata) if echo else NOT_ECHOED,
-                       row.recorded_at, row.prev_hash, row.hash)
-
-
-class MemoryEventStore:
+class MemoryEventStore(RecordingStore):
     """EventStore (service.store.base) in this process's memory. See the module docstring."""
 
     def __init__(self, url: str = SCHEME):
         self.url = url
         self._db = _database(url)
+        self._turns: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     # ------------------------------------------------------------------ writes
 
@@ -156,40 +147,55 @@ class MemoryEventStore:
         """See EventStore.append."""
         if expected_position < 0:
             raise ValueError("expected_position must be >= 0")
-        # Serialise before the lock: the canonical texts that are stored and hashed.
-        prepared = [(e.type, int(e.schema_version), canonical_record_json(e.data),
-                     canonical_record_json(e.metadata)) for e in events]
-        idem_rows = _idempotency_rows(idempotency)
-        dead_rows = _dead_letter_rows(dead_letters)
+        prepared = prepare(events)
+        check_keys_once(idempotency)
         await asyncio.sleep(0)
-        db = self._db
-        with db.lock:  # checks first, then changes that cannot fail: all or nothing
-            last, prev = db.heads.get(cluster, (0, GENESIS_HASH))
+        with self._db.lock:  # checks first, then changes that cannot fail: all or nothing
+            last, prev = self._db.heads.get(cluster, (0, GENESIS_HASH))
             if last != expected_position:
                 raise ConcurrencyConflict(cluster, expected_position, last)
-            self._check_keys(idem_rows)
-            rows: list[_Row] = []
-            if prepared:
-                recorded_at = utc_now()
-                for i, (type_, version, data_json, meta_json) in enumerate(prepared, start=expected_position + 1):
-                    h = sha256_hex(prev, hash_input(cluster, i, type_, version, data_json, meta_json, recorded_at))
-                    rows.append(_Row(i, type_, version, data_json, meta_json, recorded_at, prev, h))
-                    prev = h
-                db.events.setdefault(cluster, []).extend(rows)
-                db.heads[cluster] = (rows[-1].position, rows[-1].hash)
-            outbox_rows = dead_rows
-            if outbox_topic is not None:
-                key = cluster.encode("utf-8")
-                outbox_rows = dead_rows + [
-                    (outbox_topic, key, envelope_json(cluster, r.position, r.type, r.schema_version, r.data,
-                                                      r.metadata, r.recorded_at, r.prev_hash, r.hash).encode("utf-8"),
-                     (), cluster, r.position) for r in rows]
-            self._write_extras(idem_rows, offsets, outbox_rows)
-        return [_stored(cluster, r, echo) for r in rows]
+            planned = plan(cluster, expected_position, prev, prepared, idempotency=idempotency,
+                           offsets=offsets, dead_letters=dead_letters, outbox_topic=outbox_topic)
+            self._write([planned])
+        return planned.stored(echo)
 
     def exclusive(self, cluster: str) -> AbstractAsyncContextManager[ClusterTurn]:
-        """EventStore.exclusive: one process holds the store, its writes queue on its lock."""
-        return shared_turn(self, cluster)
+        """EventStore.exclusive (service.store.recorded): turns of one cluster queue in this store."""
+        lock = self._turns.get(cluster)
+        if lock is None:
+            lock = self._turns[cluster] = asyncio.Lock()
+        return staged_turn(self, cluster, lock)
+
+    async def head(self, cluster: str) -> tuple[int, str]:
+        """The cluster's last position and head hash."""
+        await asyncio.sleep(0)
+        with self._db.lock:
+            return self._db.heads.get(cluster, (0, GENESIS_HASH))
+
+    async def write_plans(self, plans: Sequence[AppendPlan]) -> None:
+        await asyncio.sleep(0)
+        with self._db.lock:
+            self._write(plans)
+
+    def _write(self, plans: Sequence[AppendPlan]) -> None:
+        """Under the lock: every check of every plan first, then the changes, which cannot fail."""
+        db = self._db
+        keys: dict[str, _IdempotencyRow] = {}
+        for p in plans:
+            if p.rows and db.heads.get(p.cluster, (0, GENESIS_HASH)) != (p.expected, p.prev):
+                raise ConcurrencyConflict(p.cluster, p.expected, db.heads.get(p.cluster, (0,))[0])
+            keys.update(_idempotency_rows(p.idempotency))
+        self._check_keys(keys)
+        for p in plans:
+            outbox_rows = _dead_letter_rows(p.dead_letters)
+            if p.rows:
+                db.events.setdefault(p.cluster, []).extend(p.rows)
+                db.heads[p.cluster] = (p.rows[-1].position, p.rows[-1].hash)
+                if p.outbox_topic is not None:
+                    key = p.cluster.encode("utf-8")
+                    outbox_rows += [(p.outbox_topic, key, outbox_value(p.cluster, r), (), p.cluster, r.position)
+                                    for r in p.rows]
+            self._write_extras(_idempotency_rows(p.idempotency), p.offsets, outbox_rows)
 
     async def record_without_events(
         self,
@@ -239,18 +245,6 @@ class MemoryEventStore:
         await asyncio.sleep(0)
         return [_stored(cluster, r) for r in self._rows(cluster, after, limit, until)]
 
-    async def stream(self, cluster: str, after: int = 0, until: int | None = None,
-                     chunk: int = 5_000) -> AsyncIterator[list[StoredEvent]]:
-        """read() in chunks, as SqlEventStore.stream."""
-        while True:
-            batch = await self.read(cluster, after=after, limit=chunk, until=until)
-            if not batch:
-                return
-            yield batch
-            after = batch[-1].position
-            if len(batch) < chunk:
-                return
-
     async def read_data(self, cluster: str, after: int = 0, limit: int | None = None,
                         until: int | None = None, *, decode: bool = True) -> list[tuple[int, str, int, Any]]:
         """(position, type, schemaVersion, data) of the events read() gives; decode=False:
@@ -279,12 +273,17 @@ class MemoryEventStore:
 
     async def head_and_idempotency(self, cluster: str, keys: Sequence[str]
                                    ) -> tuple[int, dict[str, IdempotencyRecord]]:
+        last, _, found = await self.head_and_records(cluster, keys)
+        return last, found
+
+    async def head_and_records(self, cluster: str, keys: Sequence[str]
+                               ) -> tuple[int, str, dict[str, IdempotencyRecord]]:
         await asyncio.sleep(0)
         db = self._db
         with db.lock:  # one consistent view, as the one statement on PostgreSQL
-            last = db.heads.get(cluster, (0, GENESIS_HASH))[0]
+            last, head = db.heads.get(cluster, (0, GENESIS_HASH))
             found = {key: db.idempotency[key] for key in keys if key in db.idempotency}
-        return last, {key: _idempotency_record(key, row) for key, row in found.items()}
+        return last, head, {key: _idempotency_record(key, row) for key, row in found.items()}
 
     # ------------------------------------------------------------------ audit
 
@@ -295,23 +294,9 @@ class MemoryEventStore:
         with self._db.lock:  # rows are immutable: a copy of the list is a consistent snapshot
             rows = list(self._db.events.get(cluster, ()))
             head = self._db.heads.get(cluster)
-        prev, count, bad = GENESIS_HASH, 0, None
-        for r in rows:
-            if until is not None and r.position > until:
-                break
-            if r.position != count + 1 or r.prev_hash != prev:
-                bad = count + 1
-                break
-            h = checked_hash(prev, cluster, r.position, r.type, r.schema_version, r.data, r.metadata,
-                             r.recorded_at, r.hash)
-            if h is None:
-                bad = r.position
-                break
-            prev, count = h, count + 1
-        if bad is None:
-            last_recorded = 0 if head is None else head[0]
-            bad = tail_fault(count, last_recorded, until, None if head is None else head[1], prev)
-        return VerifyResult(ok=bad is None, events=count, head=prev, first_bad_position=bad)
+        check = ChainCheck(cluster, until)
+        check.feed(rows)
+        return check.result(0 if head is None else head[0], None if head is None else head[1])
 
     # ------------------------------------------------------------------ snapshots
 

@@ -1,6 +1,6 @@
 """The PostgreSQL statements of the SQL store's hot paths, run on asyncpg directly (one round
 trip each, no SQLAlchemy statement overhead): the append (one data-modifying CTE behind the
-cluster row's guard, see service/store/sql.py) and the single-statement reads."""
+cluster row's guard, see service/store/postgres.py) and the single-statement reads."""
 from __future__ import annotations
 
 import re
@@ -88,3 +88,6 @@ PG_READ = ("SELECT cluster, position, type, schema_version, data, metadata, reco
             + " ORDER BY position LIMIT $3")
 PG_READ_UNTIL = ("SELECT cluster, position, type, schema_version, data, metadata, recorded_at, prev_hash, hash"
                   " FROM events WHERE cluster = $1 AND" + PG_RANGE + " ORDER BY position LIMIT $3")
+# A writer's turn's record without events (on the turn's connection): the append's inserts of
+# idempotency records, outbox rows and offsets, behind a guard that always holds.
+PG_RECORD = _numbered(PG_APPEND.format(guard="SELECT 1 AS name"))

@@ -25,25 +25,52 @@ def constraint_name(exc: BaseException) -> str | None:
 
 DRIVER_UNAVAILABLE = (OSError, ConnectionError, asyncio.TimeoutError, asyncpg.PostgresConnectionError,
                        asyncpg.InterfaceError, asyncpg.exceptions.OperatorInterventionError)
+# What a driver or SQLAlchemy raises (as opposed to the store's own exceptions, or a bug's)
+DRIVER_ERRORS = (sa.exc.SQLAlchemyError, sa.exc.EmulatedDBAPIException, asyncpg.PostgresError,
+                 asyncpg.InterfaceError, asyncpg.exceptions._base.InternalClientError, OSError)
+_UNAVAILABLE_TEXTS = ("database is locked", "unable to open database")  # SQLite past its busy timeout
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """The exception and every one it was raised from: SQLAlchemy's `orig`, `__cause__`, and the
+    `__context__` of a driver's exceptions (SQLAlchemy's asyncpg adapter raises its own `Error`
+    from the asyncpg one, and that `Error` is no DBAPIError)."""
+    seen: list[BaseException] = []
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or any(current is s for s in seen):
+            continue
+        seen.append(current)
+        pending += [getattr(current, "orig", None), current.__cause__]
+        if isinstance(current, DRIVER_ERRORS):
+            pending.append(current.__context__)
+    return seen
 
 
 def is_unavailable(exc: BaseException) -> bool:
-    """Does this error mean "the database cannot be reached right now"?"""
-    if isinstance(exc, sa.exc.TimeoutError):  # no connection from the pool in time
-        return True
-    if isinstance(exc, sa.exc.DBAPIError):
-        if exc.connection_invalidated:
+    """Does this error mean "the database cannot be reached right now"? Decided by the whole
+    cause chain (causes()): any link that is a lost or refused connection, a server shutting down
+    or starting (CannotConnectNowError), an invalidated connection, a pool timeout, or SQLite's
+    lock past its busy timeout."""
+    for link in causes(exc):
+        if isinstance(link, sa.exc.TimeoutError):  # no connection from the pool in time
             return True
-        message = str(exc.orig).lower()
-        if "database is locked" in message or "unable to open database" in message:
+        if isinstance(link, sa.exc.DBAPIError) and link.connection_invalidated:
             return True
-        chain: BaseException | None = exc.orig
-        while chain is not None:
-            if isinstance(chain, DRIVER_UNAVAILABLE):
-                return True
-            chain = chain.__cause__
-        return False
-    return isinstance(exc, DRIVER_UNAVAILABLE)
+        if isinstance(link, DRIVER_UNAVAILABLE):
+            return True
+        if isinstance(link, DRIVER_ERRORS) and any(t in str(link).lower() for t in _UNAVAILABLE_TEXTS):
+            return True
+    return False
+
+
+def unavailable_when_closed(exc: BaseException, closed: bool) -> BaseException:
+    """A driver's failure on a connection that is closed afterwards is the connection's loss,
+    whatever the driver called it (a turn or statement cut off by a database restart)."""
+    if closed and isinstance(exc, DRIVER_ERRORS) and not isinstance(exc, StoreError):
+        return StoreUnavailable(f"the connection closed: {type(exc).__name__}: {exc}")
+    return exc
 
 
 _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])

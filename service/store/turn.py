@@ -1,4 +1,4 @@
-"""One writer at a time per cluster on PostgreSQL: SqlEventStore.exclusive(cluster).
+"""One writer at a time per cluster on PostgreSQL: PostgresEventStore.exclusive(cluster).
 
 Replicas sharing a database serve every cluster (docs/design.md, *Replicas*). A replica decides a
 batch inside a turn: one transaction that first takes the cluster's writer lock,
@@ -32,16 +32,17 @@ from sqlalchemy.util import greenlet_spawn
 
 from .base import ConsumedOffset, DeadLetter, IdempotencyRecord, NewEvent, StoredEvent, StoreUnavailable, TurnStart
 from .codec import idempotency_record, loads
+from .sql_errors import is_unavailable, unavailable_when_closed
 
 if TYPE_CHECKING:
-    from .sql import SqlEventStore
+    from .postgres import PostgresEventStore
 
 WRITER_LOCKS = 0x67706B  # the first key of Gangplank's two-key advisory locks: cluster writers ("gpk")
 IDLE_TIMEOUT_MS = 10_000  # longer than any batch's deciding; a frozen holder's lock goes after this
 LOCK_TIMEOUT_MS = 30_000
 # The store and connection of the turn the current task is in: that store's _pg runs its
 # statements on the connection, so its own appends and reads join the turn's transaction.
-TURN_CONNECTION: contextvars.ContextVar[tuple[SqlEventStore, asyncpg.Connection] | None] = contextvars.ContextVar(
+TURN_CONNECTION: contextvars.ContextVar[tuple[PostgresEventStore, asyncpg.Connection] | None] = contextvars.ContextVar(
     "gangplank_turn_connection", default=None)
 
 
@@ -68,7 +69,7 @@ class PgTurn:
     """ClusterTurn inside the turn's transaction: the store's own methods, run on the turn's
     connection (TURN_CONNECTION), plus the first read in one statement."""
 
-    def __init__(self, store: SqlEventStore, conn: asyncpg.Connection, cluster: str) -> None:
+    def __init__(self, store: PostgresEventStore, conn: asyncpg.Connection, cluster: str) -> None:
         self.store, self.conn, self.cluster = store, conn, cluster
 
     async def start(self, keys: Sequence[str], after: int, limit: int) -> TurnStart:
@@ -80,8 +81,7 @@ class PgTurn:
         head = [r for r in rows if r[0] == 0]
         last = 0 if head[0][1] is None else int(head[0][1])
         if last:  # the append needs the head's hash: read under the lock, it is the stream's
-            self.store._forget_head(self.cluster)
-            self.store._remember_head(self.cluster, last, head[0][2])
+            self.store.note_head(self.cluster, last, head[0][2])
         records = {r[6]: idempotency_record(r[6:]) for r in head if r[6] is not None}
         missed = [(r[1], r[3], r[4], loads(r[5])) for r in rows if r[0] == 1]
         return TurnStart(last, records, missed)
@@ -94,8 +94,8 @@ class PgTurn:
                      idempotency: Sequence[IdempotencyRecord] = (), offsets: Sequence[ConsumedOffset] = (),
                      dead_letters: Sequence[DeadLetter] = (), outbox_topic: str | None = None,
                      echo: bool = True) -> list[StoredEvent]:
-        """Events go through the store's append on the turn's connection; without events it
-        is a transaction of its own (nothing for the stream: it needs no lock)."""
+        """Through the store's own methods, which run on the turn's connection: committed
+        with the turn."""
         if not events:
             await self.store.record_without_events(idempotency=idempotency, offsets=offsets,
                                                    dead_letters=dead_letters)
@@ -107,7 +107,6 @@ class PgTurn:
 
 def _translated(exc: BaseException) -> BaseException:
     """StoreUnavailable for connection-level failures, as the store's methods raise (sql_errors)."""
-    from .sql_errors import is_unavailable
 
     if isinstance(exc, asyncpg.LockNotAvailableError):
         return StoreUnavailable(f"a cluster's writer lock was not free within {LOCK_TIMEOUT_MS} ms")
@@ -117,7 +116,7 @@ def _translated(exc: BaseException) -> BaseException:
 
 
 @asynccontextmanager
-async def pg_turn(store: SqlEventStore, cluster: str) -> AsyncIterator[PgTurn]:
+async def pg_turn(store: PostgresEventStore, cluster: str) -> AsyncIterator[PgTurn]:
     """The turn's transaction on a pooled connection (see the module docstring). A connection
     whose transaction did not end cleanly is discarded, never pooled again: closing it ends the
     transaction and its lock on the server."""
@@ -148,6 +147,8 @@ async def pg_turn(store: SqlEventStore, cluster: str) -> AsyncIterator[PgTurn]:
             clean = True
         except Exception as exc:
             translated = _translated(exc)
+            if translated is exc:  # a driver's failure on a connection closed since: the database went away
+                translated = unavailable_when_closed(exc, conn.is_closed())
             if translated is exc:
                 raise
             raise translated from exc

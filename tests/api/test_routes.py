@@ -1,12 +1,14 @@
 """Reads, operations, unknown routes and the problem format."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
 from service.api import ApiSettings, create_app
+from service.logging import configure_logging
 from service.store.base import StoreUnavailable
 from tests.api.conftest import BASE, NODE, RecordingGangplank
 
@@ -186,14 +188,20 @@ def test_openapi_document_and_page(client):
     assert page.status_code == 200 and "html" in page.headers["content-type"]
 
 
-def test_unexpected_failure_is_a_logged_500_problem():
+def test_unexpected_failure_is_a_logged_500_problem(capsys):
     class Failing(RecordingGangplank):
         async def list_nodes(self, cluster):
             raise RuntimeError("bug")
 
+    configure_logging()  # what `gangplank serve` runs: JSON lines on stderr
     with TestClient(create_app(Failing(), ApiSettings()), raise_server_exceptions=False) as client:
+        capsys.readouterr()
         document = is_problem(client.get(f"{BASE}/nodes"), 500)
         assert "bug" not in document["detail"]  # no internals leak
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    logged = [line for line in lines if line.get("event") == "api.unhandled"]
+    assert len(logged) == 1 and logged[0]["level"] == "error"
+    assert "Traceback" in logged[0]["exception"] and 'RuntimeError: bug' in logged[0]["exception"]
 
 
 def test_unknown_schema_paths_are_problem_details(client):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -18,7 +19,6 @@ from service.api.answers import HTTP_POLICY
 from service.app.commands import Command, Origin, Policy, Result, Submission
 from service.app.service import Gangplank
 from service.store import open_store
-from service.store.base import shared_turn
 from service.store.memory import discard_database
 
 C = "prod"
@@ -54,15 +54,32 @@ class CountingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def exclusive(self, cluster: str) -> Any:
-        """A writer's turn whose appends come through this store (the memory store needs no lock)."""
-        return shared_turn(self, cluster)
+    @asynccontextmanager
+    async def exclusive(self, cluster: str) -> AsyncIterator[Any]:
+        """The store's own turn, whose appends with events are counted and intercepted too."""
+        async with self._store.exclusive(cluster) as turn:
+            yield _CountedTurn(self, turn)
 
     async def append(self, cluster: str, expected: int, events: Any, **kwargs: Any) -> Any:
         if self.before_append is not None:
             await self.before_append((cluster, expected, events))
         self.appends.append(len(events))
         return await self._store.append(cluster, expected, events, **kwargs)
+
+
+class _CountedTurn:
+    def __init__(self, counting: CountingStore, turn: Any) -> None:
+        self._counting, self._turn = counting, turn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._turn, name)
+
+    async def append(self, expected: int, events: Any, **kwargs: Any) -> Any:
+        if events:
+            if self._counting.before_append is not None:
+                await self._counting.before_append((self._turn.cluster, expected, events))
+            self._counting.appends.append(len(events))
+        return await self._turn.append(expected, events, **kwargs)
 
 
 @pytest.fixture

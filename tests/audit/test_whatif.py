@@ -149,6 +149,8 @@ def test_a_range_starts_from_the_state_at_from(stream: dict[str, Any]) -> None:
     ({"priorityClasses": {"high": "x"}}, "priorityClasses.high"),
     ({"bogus": 1}, "bogus"),
     ({"scoring": {"strategy": "Nope"}}, "scoring.strategy"),
+    ({"scoring": {"strategy": "FragmentationAware"}}, "scoring.fragmentationAware"),
+    ({"scoring": {"strategy": "LeastAllocated", "fragmentationAware": {}}}, "scoring.fragmentationAware"),
 ])
 def test_changes_that_cannot_apply_exit_2_naming_the_entry(stream: dict[str, Any], changes: Any, named: str) -> None:
     result = _what_if(stream, changes)
@@ -191,3 +193,9 @@ def test_a_broken_chain_exits_1(stream: dict[str, Any], tmp_path: Path) -> None:
     changes.write_text("{}")
     result = CliRunner().invoke(cli, ["replay", "--from-file", str(bad), "--what-if", str(changes)])
     assert result.exit_code == 1 and "hash chain broken at position 7" in result.stderr
+
+
+def test_least_allocated_spreads_the_what_if_world(stream: dict[str, Any]) -> None:
+    doc = _json(stream, {"scoring": {"strategy": "LeastAllocated"}})
+    assert doc["inputs"]["skipped"] == 0 and len(doc["workloads"]) == 2
+    assert _json(stream, {"scoring": {"strategy": "MostAllocated"}})["workloads"] == _json(stream, {})["workloads"]

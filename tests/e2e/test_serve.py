@@ -3,6 +3,7 @@ log line JSON (Alembic's too), and a port already in use as one error and exit 2
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -32,7 +33,17 @@ def test_serve_announces_itself_logs_json_and_refuses_a_port_in_use(tmp_path: Pa
         assert first.stdout is not None
         line = first.stdout.readline()  # printed once the startup hooks (migrations) ran
         assert line == f"listening on http://127.0.0.1:{port} — API docs at /schema\n"
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+        assert health.status_code == 200
+        host = re.sub(r"[^a-z0-9-]", "-", socket.gethostname().lower())[:40]
+        assert re.fullmatch(rf"{re.escape(host)}-{port}-[0-9a-f]{{6}}", health.headers["gangplank-replica"])
+        missing = httpx.get(f"http://127.0.0.1:{port}/no/such/path", timeout=10)
+        assert missing.status_code == 404 and missing.headers["gangplank-replica"] == health.headers["gangplank-replica"]
+        bad_id = subprocess.run([sys.executable, "-m", "service", "serve", "--port", str(_free_port()),
+                                 "--replica-id", "Not_An_Id",
+                                 "--database-url", f"sqlite+aiosqlite:///{tmp_path / 'c.db'}"],
+                                cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert bad_id.returncode == 2 and "replica id 'Not_An_Id' must match" in bad_id.stderr, bad_id
         second = subprocess.run([sys.executable, "-m", "service", "serve", "--port", str(port),
                                  "--database-url", f"sqlite+aiosqlite:///{tmp_path / 'b.db'}"],
                                 cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -50,5 +61,6 @@ def test_serve_announces_itself_logs_json_and_refuses_a_port_in_use(tmp_path: Pa
     assert any(x["event"].startswith("Running upgrade") for x in migration), lines
     started = next(x for x in lines if x["event"] == "gangplank.started")
     assert started["auth"] == "none" and "open_api" not in started
+    assert started["replica"] == health.headers["gangplank-replica"]
     assert all({"level", "timestamp"} <= x.keys() for x in lines)
 

@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 import sqlalchemy as sa
 
-from service.store import EventStore, SqlEventStore, open_store
+from service.store import EventStore, PostgresEventStore, open_store
 from service.store.memory import discard_database
 from service.store.migrate import upgrade
 from service.store.schema import ALL_TABLES
@@ -73,7 +73,7 @@ async def store_url(backend_url: tuple[str, str]) -> str:
     if backend != "postgresql":
         await upgrade(url)  # nothing to do for memory://
         return url
-    store = SqlEventStore(url)
+    store = PostgresEventStore(url)
     try:
         async with store.engine.begin() as conn:
             await conn.execute(sa.text(f"TRUNCATE {', '.join(ALL_TABLES)} RESTART IDENTITY"))

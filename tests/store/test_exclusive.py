@@ -43,10 +43,41 @@ async def test_a_turn_that_fails_writes_nothing(store: SqlEventStore, backend_ur
             await turn.start([], 0, 1)
             await turn.append(1, [ev(2)])
             raise RuntimeError("deciding failed after the append")
-    if backend_url[0] == "postgresql":  # elsewhere the turn is the store itself: its append committed
-        assert await store.last_position("c") == 1
-        async with store.exclusive("c") as turn:  # and the lock was released
-            assert (await turn.start([], 0, 1)).last == 1
+    assert await store.last_position("c") == 1  # on every backend: the turn's append was not recorded
+    async with store.exclusive("c") as turn:  # and the turn was released
+        assert (await turn.start([], 0, 1)).last == 1
+
+
+async def test_a_record_without_events_commits_with_its_turn(store: SqlEventStore) -> None:
+    record = IdempotencyRecord("k", "f", 400, {"x": 1})
+    with pytest.raises(RuntimeError):
+        async with store.exclusive("c") as turn:
+            await turn.append(0, [], idempotency=[record])
+            raise RuntimeError("the turn failed")
+    assert await store.get_idempotency("k") is None
+    async with store.exclusive("c") as turn:
+        await turn.append(0, [], idempotency=[record])
+    assert (await store.get_idempotency("k")) == record
+
+
+async def test_turns_of_one_cluster_queue_in_one_store(store: SqlEventStore) -> None:
+    """On every backend: a second turn on the cluster starts once the first has ended."""
+    order: list[str] = []
+
+    async def turn_of(name: str, hold: float) -> None:
+        async with store.exclusive("c") as turn:
+            order.append(f"{name} in")
+            begun = await turn.start([], 0, 10)
+            await asyncio.sleep(hold)
+            await turn.append(begun.last, [ev(begun.last + 1)])
+            order.append(f"{name} out")
+
+    first = asyncio.create_task(turn_of("a", 0.2))
+    await asyncio.sleep(0.05)
+    await turn_of("b", 0)
+    await first
+    assert order == ["a in", "a out", "b in", "b out"]
+    assert await store.last_position("c") == 2 and (await store.verify("c")).ok
 
 
 async def test_an_append_outside_turns_makes_the_turn_conflict(store: SqlEventStore,

@@ -24,11 +24,10 @@ from service.store import (
     MemoryEventStore,
     NewEvent,
     Snapshot,
-    SqlEventStore,
+    SqliteEventStore,
     open_store,
 )
-from service.store import memory as memory_module
-from service.store import sql as sql_module
+from service.store import recorded as recorded_module
 from service.store.memory import discard_database
 from service.store.migrate import schema_is_current, upgrade
 
@@ -238,7 +237,7 @@ def test_memory_answers_as_sqlite_does(ops: list[tuple[Any, ...]], migrated_sqli
     shutil.copy(migrated_sqlite, db)
 
     async def run() -> None:
-        sqlite_store, memory_store = SqlEventStore(f"sqlite+aiosqlite:///{db}"), MemoryEventStore()
+        sqlite_store, memory_store = SqliteEventStore(f"sqlite+aiosqlite:///{db}"), MemoryEventStore()
         try:
             for step, op in enumerate(ops):
                 assert await _apply(memory_store, op, step) == await _apply(sqlite_store, op, step), (step, op)
@@ -247,7 +246,6 @@ def test_memory_answers_as_sqlite_does(ops: list[tuple[Any, ...]], migrated_sqli
             await sqlite_store.close()
 
     clock = "2026-11-30T10:00:00.000001Z"  # one recordedAt on both: the hashes must agree too
-    with mock.patch.object(sql_module, "utc_now", lambda: clock), \
-            mock.patch.object(memory_module, "utc_now", lambda: clock):
+    with mock.patch.object(recorded_module, "utc_now", lambda: clock):
         asyncio.run(run())
     db.unlink()

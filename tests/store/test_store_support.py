@@ -11,7 +11,7 @@ from service.store import (
     ConcurrencyConflict,
     IdempotencyRecord,
     NewEvent,
-    SqlEventStore,
+    PostgresEventStore,
     StoredEvent,
     canonical_json,
     normalize_url,
@@ -85,7 +85,7 @@ async def test_migrations_on_postgresql(pg_database_url: str) -> None:
 
 
 async def test_an_unreachable_database_raises_store_unavailable() -> None:
-    store = SqlEventStore("postgresql+asyncpg://postgres@127.0.0.1:1/nothing")
+    store = PostgresEventStore("postgresql+asyncpg://postgres@127.0.0.1:1/nothing")
     try:
         assert not await store.ping()
         for call in (lambda: store.append("prod", 0, [NewEvent("T", {}, {})]),
