@@ -6,8 +6,12 @@ priorities 60% low / 30% mid / 10% high) with deletions that keep the cluster
 near 90% full. Run A keeps the queue empty (a submission that does not place is
 cancelled at once); run B first leaves 10,000 groups pending, then replays the
 same stream. Reports pods decided per second, p50/p99 per input, peak memory.
+With --finishes N (lifecycle.md, issue 23), run C replays run A's stream, but each workload
+retired by the 90% rule first has one pod reported Succeeded (up to N reports): its per-input
+p99 against run A's, and a one-pod report's cost against a one-pod workload's deletion in the
+same stream.
 
-    python bench/decider.py [--workloads 20000] [--pending 10000] [--seed 7]
+    python bench/decider.py [--workloads 20000] [--pending 10000] [--seed 7] [--finishes 0]
 """
 from __future__ import annotations
 
@@ -40,6 +44,8 @@ class Driver:
         self.latencies: list[float] = []
         self.kinds: list[str] = []
         self.pods_decided = 0
+        self.finishes_left = 0  # run C: one-pod reports still to make before deletions
+        self.sizes: list[int] = []  # per timed input: pods of the workload it deletes or reports (0: other)
 
     def run(self, kind: str, name: str, namespace: str | None = None, body: dict | None = None,
             timed: bool = True) -> list[Event]:
@@ -53,9 +59,30 @@ class Driver:
         if timed:
             self.latencies.append(dt)
             self.kinds.append(kind)
+            self.sizes.append(self._size(kind, name, namespace))
             self.pods_decided += sum(len(d.data.get("pods", ())) for d in decisions
                                      if d.type in ("PodGroupScheduled", "PodsScheduled"))
         return decisions
+
+
+    def _size(self, kind: str, name: str, namespace: str | None) -> int:
+        if kind == "FinishPods":
+            return 1
+        if kind != "DeleteWorkload":
+            return 0
+        return sum(g.total for g in self.state.workloads[(namespace or "", name)].groups)
+
+    def retire(self, name: str) -> None:
+        """Delete a running workload; in run C first report one Running pod of it Succeeded."""
+        wl = self.state.workloads[("bench", name)]
+        if self.finishes_left > 0:
+            g = wl.groups[0]
+            pod = next((p for p, n in enumerate(g.node_of) if n >= 0), None)
+            if pod is not None:
+                self.finishes_left -= 1
+                self.run("FinishPods", name, "bench",
+                         {"pods": [{"podGroup": g.spec.name, "name": g.spec.pod_names[pod], "phase": "Succeeded"}]})
+        self.run("DeleteWorkload", name, "bench")
 
 
 def build_cluster(d: Driver) -> None:
@@ -113,7 +140,7 @@ def run_stream(d: Driver, stream: list[dict], capacity: int) -> None:
         while used > 0.9 * capacity and running:
             name, _ = running.pop(0)
             if d.state.workloads[("bench", name)].deleted_at is None:
-                d.run("DeleteWorkload", name, "bench")
+                d.retire(name)
             used = int(d.state.nodes.used[: d.state.nodes.count,
                                           d.state.nodes.resources["example.com/gpu"]].sum())
         del decisions
@@ -142,6 +169,7 @@ def main() -> None:
     ap.add_argument("--workloads", type=int, default=20000)
     ap.add_argument("--pending", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--finishes", type=int, default=0, help="run C: one-pod reports before deletions")
     args = ap.parse_args()
     # as `gangplank serve` does: long-lived state should not be rescanned by every gen-2 collection
     configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
@@ -167,6 +195,24 @@ def main() -> None:
     rb = report(f"{args.pending}-pending", b, time.perf_counter() - t0)
     print(json.dumps({"slowdown_mean": round(rb["mean_ms"] / ra["mean_ms"], 2),
                       "slowdown_p99": round(rb["p99_ms"] / ra["p99_ms"], 2)}))
+    if args.finishes:
+        c = Driver()
+        build_cluster(c)
+        c.finishes_left = args.finishes
+        gc.collect()
+        gc.freeze()
+        t0 = time.perf_counter()
+        run_stream(c, stream, capacity)
+        rc = report(f"{args.finishes}-finishes", c, time.perf_counter() - t0)
+        finish = sorted(t for t, k in zip(c.latencies, c.kinds) if k == "FinishPods")
+        delete1 = sorted(t for t, k, n in zip(c.latencies, c.kinds, c.sizes) if k == "DeleteWorkload" and n == 1)
+        print(json.dumps({
+            "finishes": len(finish), "p99_ratio_vs_empty_queue": round(rc["p99_ms"] / ra["p99_ms"], 2),
+            "finish_1_pod_mean_ms": round(statistics.mean(finish) * 1000, 3) if finish else None,
+            "finish_1_pod_p50_ms": round(finish[len(finish) // 2] * 1000, 3) if finish else None,
+            "delete_1_pod_workload_mean_ms": round(statistics.mean(delete1) * 1000, 3) if delete1 else None,
+            "delete_1_pod_workload_p50_ms": round(delete1[len(delete1) // 2] * 1000, 3) if delete1 else None,
+            "delete_1_pod_workloads": len(delete1)}))
 
 
 if __name__ == "__main__":

@@ -115,6 +115,14 @@ class Calls:
         return call("DELETE", self._workload(namespace, name), _one(m.WorkloadView),
                     params={"dryRun": True} if dry_run else None, idempotency_key=idempotency_key)
 
+    def finish_pods(self, namespace: str, name: str, pods: Sequence[Mapping[str, str]], *,
+                    idempotency_key: str | None = None, dry_run: bool = False) -> Call[m.WorkloadView]:
+        """Report finished pods, each `{"podGroup", "name", "phase": "Succeeded" | "Failed"}`
+        (lifecycle.md): the workload view with the decisions of this pass."""
+        return call("POST", f"{self._workload(namespace, name)}/podstatus", _one(m.WorkloadView),
+                    params={"dryRun": True} if dry_run else None, body={"pods": [dict(p) for p in pods]},
+                    idempotency_key=idempotency_key)
+
     def list_workloads(self, *, namespace: str | None = None, phase: str | None = None, limit: int | None = None,
                        after: int | None = None) -> Call[m.WorkloadPage]:
         """A page of workload views in submission order; pass `page.next` as `after` for the next."""

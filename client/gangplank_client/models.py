@@ -21,8 +21,9 @@ class Model(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, exclude_unset=True, mode="json")
 
 
-Phase = Literal["Pending", "Scheduled", "Finished"]
-GroupPhase = Literal["Pending", "Scheduled"]
+Phase = Literal["Pending", "Scheduled", "Completed", "Finished"]
+GroupPhase = Literal["Pending", "Scheduled", "Completed"]
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 DisruptionMode = Literal["Single", "All"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 
@@ -248,6 +249,7 @@ class Condition(Model):
 
 class PodStatus(Model):
     name: str
+    phase: PodPhase = "Pending"
     node: str | None = None
 
 
@@ -275,7 +277,10 @@ class PodGroupStatus(Model):
     parent: str | None = None
     phase: GroupPhase
     min_count: int
-    placed_pods: int
+    placed_pods: int  # Running pods
+    pending_pods: int = 0
+    succeeded_pods: int = 0
+    failed_pods: int = 0
     domain: str | Domain | None = None
     explanation: Explanation | None = None
     pods: list[PodStatus] = Field(default_factory=list)

@@ -71,6 +71,7 @@ ANSWERS: dict[str, tuple[str, str, str]] = {
     **{f"delete{k}": ("200", "Removal", "The pods the removal released, and the decisions it caused")
        for k in _INVENTORY_KINDS},
     "submitWorkload": ("201", "WorkloadAnswer", "Recorded: the workload view with the decisions of this pass"),
+    "reportPodStatus": ("200", "WorkloadAnswer", "The workload view with the decisions of this pass"),
     "getWorkload": ("200", "WorkloadView", "The workload view (also after deletion, phase Finished)"),
     "deleteWorkload": ("200", "WorkloadAnswer", "The final view and the decisions the freed room caused"),
     "listWorkloads": ("200", "WorkloadPage", "A page of workload views, in submission order"),

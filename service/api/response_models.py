@@ -102,6 +102,7 @@ class Condition(TypedDict):
 
 class PodStatus(TypedDict):
     name: str
+    phase: Literal["Pending", "Running", "Succeeded", "Failed"]
     node: str | None
 
 
@@ -126,9 +127,12 @@ class ClaimStatus(TypedDict):
 
 class PodGroupStatus(TypedDict):
     name: str
-    phase: Literal["Pending", "Scheduled"]
+    phase: Literal["Pending", "Scheduled", "Completed"]
     minCount: int
     placedPods: int
+    pendingPods: int
+    succeededPods: int
+    failedPods: int
     domain: str | None
     explanation: Explanation | None
     pods: list[PodStatus]
@@ -137,7 +141,7 @@ class PodGroupStatus(TypedDict):
 
 
 class WorkloadStatus(TypedDict):
-    phase: Literal["Pending", "Scheduled", "Finished"]
+    phase: Literal["Pending", "Scheduled", "Completed", "Finished"]
     deletedAt: int | None
     podGroups: list[PodGroupStatus]
 

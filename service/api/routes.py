@@ -228,7 +228,7 @@ def _inventory_handlers(upsert_spec: CommandSpec, remove_spec: CommandSpec | Non
 
 # -- workloads ----------------------------------------------------------------------------------
 
-Phase = Literal["Pending", "Scheduled", "Finished"]
+Phase = Literal["Pending", "Scheduled", "Completed", "Finished"]
 
 
 async def submit_workload(
@@ -261,6 +261,19 @@ async def delete_workload(request: Request[Any, Any, Any], cluster: ClusterSegme
                                  ("name", name, "workload"))
     return await execute(request, lambda _: Command(cluster=cluster, type="DeleteWorkload", name=name,
                                                     namespace=namespace), dry_run=dry_run, path_errors=path_errors)
+
+
+def _workload_command(type_: str, body_kind: str) -> Callable[..., Any]:
+    """A command addressed to a live workload with a body (podstatus, scale: lifecycle.md)."""
+    async def handler(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
+                      name: WorkloadSegment, dry_run: DryRun = None) -> Response[Any]:
+        path_errors = segment_errors(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"),
+                                     ("name", name, "workload"))
+        return await execute(request, lambda body: Command(cluster=cluster, type=type_, name=name,
+                                                           namespace=namespace, body=body),
+                             body_kind=body_kind, dry_run=dry_run, path_errors=path_errors)
+    handler.__name__ = f"{type_[0].lower()}{type_[1:]}"
+    return handler
 
 
 async def workload_history(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
@@ -374,6 +387,9 @@ def cluster_router() -> Router:
         delete("/namespaces/{namespace:str}/workloads/{name:str}", operation_id="deleteWorkload",
                summary="Delete a workload (finished or cancelled)", tags=workloads, status_code=200,
                opt={"access": auth.WORKLOADS_WRITE})(delete_workload),
+        post("/namespaces/{namespace:str}/workloads/{name:str}/podstatus", operation_id="reportPodStatus",
+             summary="Report finished pods (Succeeded or Failed)", tags=workloads, status_code=200,
+             opt={"access": auth.WORKLOADS_WRITE, "body": "PodStatusReport"})(_workload_command("FinishPods", "PodStatusReport")),
         get("/namespaces/{namespace:str}/workloads/{name:str}/history", operation_id="getWorkloadHistory",
             summary="Every event about a workload", tags=audit, opt={"access": auth.WORKLOADS_READ})(workload_history),
         get("/workloads", operation_id="listWorkloads", summary="A page of workload views, in submission order",

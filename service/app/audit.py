@@ -240,6 +240,9 @@ def _input_words(env: dict[str, Any] | None, position: int) -> str:
         return f"{d.get('namespace')}/{name} was deleted {at}"
     if t == ev.WORKLOAD_SUBMITTED:
         return f"{d.get('namespace')}/{name} was submitted {at}"
+    if t == ev.PODS_FINISHED:
+        pods = ", ".join(f"{p.get('pod')} {str(p.get('phase')).lower()} on {p.get('node')}" for p in d.get("pods") or ())
+        return f"{d.get('namespace')}/{d.get('workload')} reported {pods} {at}"
     if t == ev.NODE_REMOVED:
         return f"node {name} was removed {at}"
     if t == ev.NODE_UPSERTED:
@@ -303,6 +306,7 @@ class _Group:
     size: int
     pods: dict[str, str] = field(default_factory=dict)  # pod -> node
     waiting: str | None = None
+    succeeded: int = 0  # pods reported Succeeded: they count for the gang (lifecycle.md)
 
 
 def explain(namespace: str, name: str, history: list[dict[str, Any]],
@@ -371,6 +375,8 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
                          f"{'; the whole group went back to the queue' if d['wholeGroup'] else ''}{with_cpg}."
                          f"{_released(d)}")
             _unplace(groups.get(group), d["pods"])
+        elif t == ev.PODS_FINISHED:
+            lines.extend(_finished(when, d, groups))
         elif t == ev.WORKLOAD_DELETED:
             deleted_at = pos
             lines.append(f"{when} Finished: deleted; all its pods and claims were released.")
@@ -409,6 +415,20 @@ def _loss_words(d: dict[str, Any]) -> str:
     return f"node {d['node']} was removed" if d.get("node") else "their devices went away"
 
 
+def _finished(when: str, d: dict[str, Any], groups: dict[str, _Group]) -> list[str]:
+    """PodsFinished (lifecycle.md): each pod, its phase and where it ran."""
+    pos = when.rsplit("#", 1)[-1].rstrip("]")
+    lines = []
+    for p in d["pods"]:
+        lines.append(f"{when} Group {p['podGroup']}: {p['pod']} {p['phase'].lower()} on {p['node']} "
+                     f"at position {pos} (reported by the controller; it left its node).")
+        group = groups.get(p["podGroup"])
+        if group is not None:
+            group.pods.pop(p["pod"], None)
+            group.succeeded += p["phase"] == "Succeeded"
+    return lines
+
+
 def _unplace(group: _Group | None, pods: list[dict[str, Any]]) -> None:
     if group is not None:
         for p in pods:
@@ -422,8 +442,10 @@ def _now(groups: dict[str, _Group], deleted_at: int | None) -> str:
     parts, scheduled = [], True
     for name, g in groups.items():
         placed = len(g.pods)
-        scheduled = scheduled and placed >= g.min_count
+        scheduled = scheduled and placed + g.succeeded >= g.min_count
         part = f"group {name}: {placed} of {_n(g.size, 'pod')} placed (minCount {g.min_count})"
+        if g.succeeded:
+            part += f", {g.succeeded} succeeded"
         if g.pods:
             part += " on " + _pods([{"pod": p, "node": n} for p, n in g.pods.items()])
         if g.waiting:

@@ -22,9 +22,10 @@ from service.store.base import EventStore, Snapshot
 if TYPE_CHECKING:
     from service.app.cache import CachedCluster
 
-SNAPSHOT_VERSION = "state-v4"  # v4: workloads hold composite pod groups; v3: the classes moved (dra/, workload.py).
+# v5: pod phases (Group.succeeded/failed, finished pods in node_of, ClusterState.finishing); v4:
+SNAPSHOT_VERSION = "state-v5"  # workloads hold composite pod groups; v3: the classes moved (dra/, workload.py).
 # The whole state: restarts rebuild from it
-LIGHT_SNAPSHOT_VERSION = "state-light-v4"  # without finished workloads: /state?at=N starts from it
+LIGHT_SNAPSHOT_VERSION = "state-light-v5"  # without finished workloads: /state?at=N starts from it
 LIGHT_PER_FULL = 50  # a light snapshot every `every` events, a full one too every 50th
 SNAPSHOT_DEFER = 10  # under load, a snapshot waits for a pause up to this many intervals
 log = structlog.get_logger("gangplank.app")
@@ -46,6 +47,8 @@ def light_copy(state: ClusterState) -> ClusterState:
     # submitted); listed in submission order, as in the full dicts
     active = {g.workload.position: g.workload for g in (*state.queue.values(), *state.running.values())
               if g.workload.deleted_at is None}
+    for position in state.finishing:  # live with finished pods: maybe neither queued nor running
+        active[position] = state.by_position[position]
     ordered = [active[p] for p in sorted(active)]
     lite.workloads = {w.key: w for w in ordered}
     lite.by_position = {w.position: w for w in ordered}

@@ -25,9 +25,10 @@ get_app = typer.Typer(help="List resources of a running server.", no_args_is_hel
 
 
 def register(app: typer.Typer) -> None:
-    """Add submit, get and describe to the `gangplank` command."""
+    """Add submit, get, describe and finish to the `gangplank` command."""
     app.command("submit")(submit)
     app.command("describe")(describe)
+    app.command("finish")(finish)
     app.add_typer(get_app, name="get")
 
 
@@ -93,6 +94,39 @@ def submit(file: str = typer.Option(..., "-f", "--filename", metavar="FILE",
         typer.echo(f"  {g.name}: {g.phase}, {g.placed_pods}/{len(g.pods)} pods placed (minCount {g.min_count})")
         if g.explanation is not None:
             typer.echo(f"    waiting: {g.explanation.message}")
+
+
+def _workload_ref(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name:
+        _fail(f"error: {text!r}: give NAMESPACE/NAME")
+    return namespace, name
+
+
+_PODS_ARG = typer.Argument(..., metavar="GROUP/POD...", help="The pods that finished.")
+
+
+@_talking
+def finish(workload: str = typer.Argument(..., metavar="NS/NAME"),
+           pods: list[str] = _PODS_ARG,
+           phase: str = typer.Option(..., "--phase", metavar="Succeeded|Failed", help="The phase they finished in."),
+           server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
+    """Report finished pods (lifecycle.md): they leave their nodes; a gang counts its Succeeded pods."""
+    namespace, name = _workload_ref(workload)
+    if phase not in ("Succeeded", "Failed"):
+        _fail(f"error: --phase {phase!r}: give Succeeded or Failed")
+    entries = []
+    for pod in pods:
+        group, sep, pod_name = pod.partition("/")
+        if not sep or not group or not pod_name:
+            _fail(f"error: {pod!r}: give GROUP/POD")
+        entries.append({"podGroup": group, "name": pod_name, "phase": phase})
+    with _client(server, cluster, token) as c:
+        view = c.finish_pods(namespace, name, entries)
+    typer.echo(f"workload {view.namespace}/{view.name}: {view.status.phase}")
+    for g in view.status.pod_groups:
+        typer.echo(f"  {g.name}: {g.phase}, {g.placed_pods} running, {g.pending_pods} pending, "
+                   f"{g.succeeded_pods} succeeded, {g.failed_pods} failed (minCount {g.min_count})")
 
 
 def _pages(c: Client, namespace: str | None) -> Iterator[WorkloadView]:
@@ -183,6 +217,8 @@ def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
             lines.append(f"    Parent:      {g.parent}")
         lines.append(f"    Min Count:   {g.min_count}")
         lines.append(f"    Placed:      {g.placed_pods}/{len(g.pods)}")
+        if g.succeeded_pods or g.failed_pods:
+            lines.append(f"    Finished:    {g.succeeded_pods} succeeded, {g.failed_pods} failed")
         if g.domain:
             lines.append(f"    Domain:      {g.domain if isinstance(g.domain, str) else g.domain.value}")
         if g.explanation is not None:
@@ -190,7 +226,8 @@ def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
             if g.explanation.preemption:
                 lines.append(f"    Preemption:  {g.explanation.preemption}")
         lines.append("    Pods:")
-        lines += ["      " + row for row in _table([["NAME", "NODE"], *([p.name, p.node or "<pending>"] for p in g.pods)])]
+        rows = [[p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")] for p in g.pods]
+        lines += ["      " + row for row in _table([["NAME", "PHASE", "NODE"], *rows])]
         for claim in g.claims:
             devices = ", ".join(f"{d.pool}/{d.device}" for d in claim.devices) or "<not allocated>"
             lines.append(f"    Claim {claim.name} ({claim.sharing}): {devices}")

@@ -7,25 +7,17 @@ here is already valid in shape (service/schemas); accept checks it against the s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from service.domain import events as ev
+from service.domain import lifecycle
 from service.domain.composite_shape import group_bodies
 from service.domain.model import PREEMPT_LOWER
+from service.domain.rejection import Accepted, Rejection
 from service.domain.state import ClusterState
 
+__all__ = ["ACCEPT", "Accepted", "AcceptFn", "Rejection", "accept", "rejection_event"]
 
-@dataclass(frozen=True)
-class Rejection:
-    """A command the state refuses: 404 unknown, 409 exists, 422 bad reference."""
-    status: int
-    reason: str
-    detail: str
-    loc: tuple[Any, ...] | None = None
-
-
-Accepted = tuple[str, dict[str, Any]]  # (input event type, its data)
 # (state, name, namespace, body: {} when the command has none) -> the input event or a Rejection
 AcceptFn = Callable[[ClusterState, str, "str | None", dict[str, Any]], "Accepted | Rejection"]
 
@@ -142,6 +134,7 @@ ACCEPT: dict[str, AcceptFn] = {
     "UpsertPriorityClass": upsert_priority_class,
     "SubmitWorkload": submit_workload,
     "DeleteWorkload": delete_workload,
+    "FinishPods": lifecycle.finish_pods,
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from service.domain import affinity as af
-from service.domain import dra, gang
+from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
@@ -114,8 +114,8 @@ def _pods_lost(state: ClusterState, g: Group, pods: list[int], node: str | None,
     if g.spec.parent is not None:  # a tree's pod group: what goes with it is the tree's rule
         tr.lose(state, g.workload, {g.index: pods}, node, reason, emit, {g.index: lost_claims or []})
         return
-    remaining = g.placed - len(pods)
-    whole = g.spec.disruption_all or (g.spec.gang and remaining < g.spec.min_count)
+    remaining = g.placed - len(pods)  # Running pods left; Succeeded ones count for the gang too
+    whole = g.spec.disruption_all or (g.spec.gang and remaining + g.succeeded < g.spec.min_count)
     if whole:
         pods = [i for i, n in enumerate(g.node_of) if n >= 0]
     names = state.nodes.names
@@ -190,7 +190,7 @@ def _bounded_out(state: ClusterState, g: Group, dirty: np.ndarray, memo: dict[An
     info = state.index.info(g.class_key)
     if info.ub is None:
         return False
-    need = gang.need(g.spec)
+    need = g.deficit
     info.ub = grown_bound(state, g, info.ub, dirty, False, memo)
     if info.ub >= need:
         return False
@@ -216,7 +216,7 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
     if isinstance(g, Composite):  # a tree's root (composite.md *The queue*)
         return tr.try_root(state, g, emit)
     spec = g.spec
-    unplaced = [i for i, n in enumerate(g.node_of) if n < 0]
+    unplaced = g.unplaced()
     may_preempt = g.workload.spec.preemption_policy != NEVER
     if g.scheduled:
         # leftover pods: one by one; a gang's leftovers never preempt, a basic pod may
@@ -228,7 +228,7 @@ def _try(state: ClusterState, g: Group, emit: Emit) -> str:
             return "failed"
         return _preempt_one(state, g, unplaced[0], emit, result)
 
-    need = gang.need(spec)
+    need = g.deficit  # minCount - (Running + Succeeded); minCount for a gang that never ran
     result = _attempt(state, g, unplaced, need)
     if result.ok:
         return _placed(state, g, result, emit, ev.POD_GROUP_SCHEDULED, may_preempt)
@@ -252,9 +252,9 @@ def _placed(state: ClusterState, g: Group, result: pl.Attempt, emit: Emit, kind:
     (model.md *The queue*: each unplaced pod of a basic group is placed on its own and may preempt)."""
     data = _placement_data(state, g, result)
     emit(kind, data)
-    if g.spec.gang or not may_preempt or g.placed == g.total:
+    if g.spec.gang or not may_preempt or not g.pending:
         return "placed"
-    outcome = _preempt_one(state, g, next(i for i, n in enumerate(g.node_of) if n < 0), emit, result, data)
+    outcome = _preempt_one(state, g, g.unplaced()[0], emit, result, data)
     # pods were placed either way: an identical group behind this one may still place some (the
     # sweep drops a class's bucket only after a try that placed nothing)
     return "evicted" if outcome == "evicted" else "placed"
@@ -298,7 +298,7 @@ def _explain_failure(state: ClusterState, g: Group, result: pl.Attempt, preempti
         return  # later failed tries record nothing
     explanation = pl.explanation(result.failure, result.placeable, g.spec.min_count,
                                  len(state.nodes.live_indices()),
-                                 (g.placed + result.placeable, g.total) if g.spec.gang else None)
+                                 (g.counted + result.placeable, g.total) if g.spec.gang else None)
     explanation["preemption"] = preemption
     emit(ev.POD_GROUP_UNSCHEDULABLE, {**g.ref, "explanation": explanation})
 
@@ -319,11 +319,11 @@ def _placement_data(state: ClusterState, g: Group, result: pl.Attempt,
     }
     if g.spec.topology_key is not None:
         data["domain"] = {"key": g.spec.topology_key, "value": result.domain}
-    if placed_after < g.total:
+    if placed_after + g.finished < g.total:
         failure = result.failure if result.failure is not None or rest is None else rest.failure
         data["explanation"] = pl.explanation(failure, result.placeable, g.spec.min_count,
                                              len(state.nodes.live_indices()),
-                                             (placed_after, g.total) if g.spec.gang else None)
+                                             (placed_after + g.succeeded, g.total) if g.spec.gang else None)
     return data
 
 

@@ -21,7 +21,7 @@ from service.domain import dra
 from service.domain import events as ev
 from service.domain.model import NodeSpec, PriorityClass, workload_from_submission
 from service.domain.state import ClusterState, Group, Workload
-from service.domain.workload import Composite, cpg_satisfied, subtree_cpgs
+from service.domain.workload import PHASE_CODES, Composite, cpg_satisfied, subtree_cpgs
 
 
 def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
@@ -121,6 +121,8 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
             state.release_pods(g, [pod for pod, node in enumerate(g.node_of) if node >= 0])
     dra.workload_released(state.dra, wl)
     wl.deleted_at = e.position
+    if wl.position in state.finishing:
+        state.finishing.discard(wl.position)
     for g in wl.groups:
         state.sync_queue(g)
     for ci in wl.spec.roots:
@@ -158,6 +160,7 @@ def _place_group(state: ClusterState, g: Group, data: dict[str, Any], position: 
         g.domain = data["domain"]["value"]
     dra.claims_allocated(state.dra, g, data.get("claims") or [])
     placed_rule(g, was_scheduled, g.scheduled, g.spec.min_count, explanation, position)
+    satisfied_rule(g, g.scheduled, g.succeeded, g.spec.min_count, position)
     state.sync_queue(g)
 
 
@@ -241,17 +244,47 @@ def _unschedulable(state: ClusterState, e: ev.Event) -> None:
 
 
 def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]],
-             claims: list[dict[str, Any]] | None) -> None:
+             claims: list[dict[str, Any]] | None, position: int) -> None:
     indices = [g.pod_index(p["pod"]) for p in pods]
     state.release_pods(g, indices)
     dra.claims_dropped(state.dra, g, claims)
     g.needs_explanation = True
+    satisfied_rule(g, g.scheduled, g.succeeded, g.spec.min_count, position)
     state.sync_queue(g)
+
+
+def _pods_finished(state: ClusterState, e: ev.Event) -> None:
+    """PodsFinished (lifecycle.md *Reporting finished pods*): each pod leaves its node, with its own
+    claims, its group's once no pod of the group runs, the workload's once none of it runs."""
+    wl = state.workloads[(e.data["namespace"], e.data["workload"])]
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for p in e.data["pods"]:
+        by_group.setdefault(p["podGroup"], []).append(p)
+    by_name = {g.spec.name: g for g in wl.groups}
+    tree = False
+    for name, pods in by_group.items():
+        g = by_name[name]
+        was_scheduled = g.scheduled
+        indices = [g.pod_index(p["pod"]) for p in pods]
+        claims = dra.claims_released(state.dra, state.nodes, g, indices)
+        for phase, code in PHASE_CODES.items():
+            chosen = [i for i, p in zip(indices, pods) if p["phase"] == phase]
+            if chosen:
+                state.finish_pods(g, chosen, code)
+        dra.claims_dropped(state.dra, g, claims)
+        if was_scheduled and not g.scheduled:
+            g.needs_explanation = True  # unsatisfied now: its next failed try is explained
+        satisfied_rule(g, g.scheduled, g.succeeded, g.spec.min_count, e.position)
+        state.sync_queue(g)
+        tree = tree or g.spec.parent is not None
+    if tree:
+        _composites_changed(wl, e.position)
+    wl.events.append(e.position)
 
 
 def _preempted(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
-    _release(state, g, e.data["pods"], e.data.get("claimsReleased"))
+    _release(state, g, e.data["pods"], e.data.get("claimsReleased"), e.position)
     pre = e.data["preemptor"]
     g.conditions["DisruptionTarget"] = disruption_target(pre, e.position)
     g.workload.events.append(e.position)
@@ -270,7 +303,7 @@ def _preempted(state: ClusterState, e: ev.Event) -> None:
 
 def _lost(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
-    _release(state, g, e.data["pods"], e.data.get("claimsReleased"))
+    _release(state, g, e.data["pods"], e.data.get("claimsReleased"), e.position)
     g.workload.events.append(e.position)
     if g.spec.parent is not None:
         _composites_changed(g.workload, e.position)
@@ -288,6 +321,9 @@ class GroupRecord(Protocol):
     @property
     def total(self) -> int: ...
 
+    @property
+    def pending(self) -> bool: ...
+
 
 def placed_rule(g: GroupRecord, was_scheduled: bool, scheduled: bool, min_count: int, explanation: Any,
                 position: int) -> None:
@@ -302,8 +338,28 @@ def placed_rule(g: GroupRecord, was_scheduled: bool, scheduled: bool, min_count:
             "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
             "message": f"{g.placed} of {g.total} pods placed (minCount {min_count})",
             "position": position}
-    if g.placed >= g.total:
+    if not g.pending:
         g.explanation = None
+
+
+SATISFIED = "PodGroupSatisfied"
+
+
+def satisfied_rule(g: GroupRecord, satisfied: bool, succeeded: int, min_count: int, position: int) -> None:
+    """The PodGroupSatisfied condition (lifecycle.md *Conditions and views*), from the group's first
+    scheduling on: its status and `position` change when the group turns satisfied or not; its
+    message follows the counts."""
+    if not g.ever_scheduled:
+        return
+    status = "True" if satisfied else "False"
+    message = f"{g.placed} running, {succeeded} succeeded, minCount {min_count}"
+    cond = g.conditions.get(SATISFIED)
+    if cond is None or cond["status"] != status:
+        g.conditions[SATISFIED] = {"type": SATISFIED, "status": status,
+                                   "reason": "MinCountMet" if satisfied else "MinCountNotMet",
+                                   "message": message, "position": position}
+    elif cond["message"] != message:
+        g.conditions[SATISFIED] = {**cond, "message": message}
 
 
 def disruption_target(pre: dict[str, Any], position: int) -> dict[str, Any]:
@@ -335,6 +391,7 @@ FOLDS: dict[str, Fold] = {
     ev.WORKLOAD_SUBMITTED: Fold(_submitted, "_submitted", "_submitted_lean"),
     ev.WORKLOAD_DELETED: Fold(_deleted, "_deleted", "_deleted_lean"),
     ev.COMMAND_REJECTED: Fold(_rejected),
+    ev.PODS_FINISHED: Fold(_pods_finished, "_lifecycle"),
     ev.POD_GROUP_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
     ev.PODS_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
     ev.POD_GROUP_UNSCHEDULABLE: Fold(_unschedulable, "_unschedulable"),

@@ -1,7 +1,8 @@
 """The gang and quorum rules, written once (model.md *Placing a group* step 4, composite.md *Satisfied*).
 
 - A pod group needs `minCount` pods placed together (a basic group: one) and is satisfied
-  while it has that many placed.
+  while it has that many Running or Succeeded (lifecycle.md); an unsatisfied one needs its
+  deficit placed together.
 - A composite pod group (CPG) is satisfied while at least `minGroupCount` of its children are
   (a basic CPG: one).
 
@@ -24,8 +25,15 @@ def need(spec: GroupSpec) -> int:
     return spec.min_count if spec.gang else 1
 
 
-def group_satisfied(spec: GroupSpec, placed: int) -> bool:
-    return placed >= need(spec)
+def group_satisfied(spec: GroupSpec, counted: int) -> bool:
+    """`counted`: its Running plus Succeeded pods (lifecycle.md: finished members did their part;
+    Kubernetes issue 142330). Failed pods never count."""
+    return counted >= need(spec)
+
+
+def deficit(spec: GroupSpec, counted: int) -> int:
+    """What an unsatisfied group needs placed together: minCount - (Running + Succeeded)."""
+    return max(0, need(spec) - counted)
 
 
 def quorum(spec: CpgSpec, satisfied_children: int) -> bool:

@@ -40,6 +40,12 @@ __all__ = ["NOT_ALLOWED", "NO_VICTIMS", "WOULD_NOT_HELP", "Plan", "Refusal", "Un
 
 
 # -- candidate units ------------------------------------------------------------------------
+def _snap(g: Group) -> list[Any]:
+    """What a group's units are made of: its placements, and its Succeeded pods and minCount (a
+    report or a scale can change its surplus without moving a pod)."""
+    return [*g.placed_at, (g.succeeded, g.spec.min_count)]
+
+
 _UNIT_FIELDS = ("prio", "single", "npods", "e_pos", "e_idx", "gid", "j", "nent")
 
 
@@ -77,7 +83,7 @@ class _Order:
         self.cursor: int | None = None  # moves of the state's journal already applied
         self.groups: list[Group | None] = []  # per gid; None once out
         self.parts: list[list[list[int]] | None] = []  # per gid: its units' pods
-        self.snaps: list[list[tuple[int, int] | None] | None] = []  # per gid: its placed_at when it came in
+        self.snaps: list[list[Any] | None] = []  # per gid: its placed_at when it came in
         self.by_key: dict[tuple[int, int, int], int] = {}  # running key -> gid, the groups in
         self.tree_keys: set[tuple[int, int, int]] = set()  # running keys of trees' pod groups (not units here)
         self.live = np.zeros(0, dtype=bool)  # per gid: in
@@ -102,7 +108,7 @@ class _Order:
             running = state.running
             snaps = self.snaps
             changed = [key for key, g in running.items()
-                       if (gid := self.by_key.get(key)) is None or snaps[gid] != g.placed_at]
+                       if (gid := self.by_key.get(key)) is None or snaps[gid] != _snap(g)]
             changed.extend(key for key in self.by_key if key not in running)
             changed.sort()
             self.cursor = None if moves is None else dropped + len(moves)
@@ -176,7 +182,7 @@ class _Order:
             self.by_key[g.running_key] = gid
             self.groups.append(g)
             self.parts.append([placed] if whole else [[p] for p in placed])
-            self.snaps.append(list(placed_at))
+            self.snaps.append(_snap(g))
             start = len(flat)
             for p in placed:
                 shape = pod_shapes[p]

@@ -36,13 +36,14 @@ import msgspec
 
 from service.domain import events as ev
 from service.domain.events import Event
-from service.domain.evolve import FOLDS, disruption_target, evolve, placed_rule
+from service.domain.evolve import FOLDS, disruption_target, evolve, placed_rule, satisfied_rule
 from service.domain.state import JOURNAL_MAX, ClusterState, Workload
 from service.domain.upcasting import upcast
 
 Row = tuple[int, str, int, Any]  # (position, type, schemaVersion, data dict or JSON text)
 
 _CURRENT = ev.SCHEMA_VERSIONS
+_LIFECYCLE = frozenset({ev.PODS_FINISHED, ev.WORKLOAD_SCALED})
 _NULL = msgspec.Raw(b"null")
 _JOURNAL_FULL = JOURNAL_MAX  # below it, ClusterState._journal is a plain append
 
@@ -153,6 +154,10 @@ class _Group:
         self.ever_scheduled = False
         self.running_key = running_key
 
+    @property
+    def pending(self) -> bool:
+        return self.placed < self.total  # a transient workload's pods never finish (Replay.ahead)
+
     def pod_nodes(self) -> dict[str, str]:
         if self.nodes is None:
             self.nodes = dict(pair for pods in self.lists for pair in _pairs(pods))
@@ -196,6 +201,8 @@ class Replay:
         self.ending: set[tuple[str, str]] = set()  # workloads whose deletion is announced
         self.open: dict[tuple[str, str], _Transient] = {}
         self.deleting: dict[int, tuple[str, str]] = {}  # position -> workload, of announced deletions
+        # workloads with announced lifecycle inputs (finished pods, sizes changed): folded by evolve
+        self.excluded: set[tuple[str, str]] = set()
 
     # -- the protocol ------------------------------------------------------------------
     def ahead(self, rows: Sequence[Row]) -> None:
@@ -204,6 +211,12 @@ class Replay:
         deleted = ev.WORKLOAD_DELETED
         current = _CURRENT[deleted]
         deleting = self.deleting
+        for _, type_, version, data in [r for r in rows if r[1] in _LIFECYCLE]:
+            if isinstance(data, str):
+                data = loads(data)
+            if version != _CURRENT.get(type_, 1):
+                data = upcast(type_, version, data)
+            self.excluded.add((data["namespace"], data["workload"]))
         for position, type_, version, data in [r for r in rows if r[1] == deleted]:
             if isinstance(data, str):
                 if version == current:
@@ -248,15 +261,18 @@ class Replay:
             key = next(iter(self.open))
             raise ReplayError(f"workload {key[0]}/{key[1]}: its announced deletion was not folded")
         self.ending.clear()
+        self.excluded.clear()
         return self.state
 
     # -- submission ------------------------------------------------------------------------
     def _submitted(self, position: int, data: dict[str, Any]) -> bool:
         key = (data["namespace"], data["name"])
-        if key not in self.ending or key in self.state.workloads:
+        if key not in self.ending or key in self.state.workloads or key in self.excluded:
             return False
         self.ending.discard(key)  # a name is submitted once: the set stays as small as the look-ahead
         body = data["spec"]
+        if "podGroups" not in body:
+            return False  # a tree or a workload of templates: evolve keeps its structure
         if body.get("resourceClaims") or body.get("resourceClaimTemplates"):
             return False  # device claims: evolve keeps the device state
         if "compositePodGroups" in body:
@@ -288,7 +304,7 @@ class Replay:
         except _LEAN_ERRORS:
             return False
         key = (lean.namespace, lean.name)
-        if key not in self.ending or key in self.state.workloads:
+        if key not in self.ending or key in self.state.workloads or key in self.excluded:
             return False
         self.ending.discard(key)
         spec = lean.spec
@@ -400,6 +416,7 @@ class Replay:
         else:
             was_scheduled = g.placed >= g.min_count
         placed_rule(g, was_scheduled, g.placed >= g.min_count, g.min_count, explanation, position)
+        satisfied_rule(g, g.placed >= g.min_count, 0, g.min_count, position)
         t.wl.events.append(position)
 
     def _unschedulable(self, position: int, data: dict[str, Any]) -> bool:
@@ -455,6 +472,7 @@ class Replay:
         self._check_released_claims(position, data)
         self._release(t, g, [p["pod"] for p in data["pods"]])
         g.needs_explanation = True
+        satisfied_rule(g, g.placed >= g.min_count, 0, g.min_count, position)
         t.wl.events.append(position)
         return t, g
 
@@ -472,6 +490,13 @@ class Replay:
 
     def _lost(self, position: int, data: dict[str, Any]) -> bool:
         return self._fold_release(position, data) is not None
+
+    def _lifecycle(self, position: int, data: dict[str, Any]) -> bool:
+        """Finished pods, sizes changed: always folded by evolve (`ahead` keeps their workloads out
+        of the fast path)."""
+        if (data["namespace"], data["workload"]) in self.open:
+            raise ReplayError(f"position {position}: a lifecycle input of a workload folded the fast way")
+        return False
 
     # -- deletion --------------------------------------------------------------------------
     def _deleted(self, position: int, data: dict[str, Any]) -> bool:

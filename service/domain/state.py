@@ -16,7 +16,7 @@ from service.domain.dra import DeviceState
 from service.domain.model import PriorityClass
 from service.domain.nodes import NodeTable
 from service.domain.queue import QueueIndex
-from service.domain.workload import Composite, Group, QueueKey, Workload, root_pending
+from service.domain.workload import SUCCEEDED_POD, Composite, Group, QueueKey, Workload, root_pending
 
 __all__ = ["JOURNAL_MAX", "ClusterState", "Composite", "Group", "QueueKey", "Workload"]
 
@@ -25,6 +25,7 @@ JOURNAL_MAX = 4096  # moves kept in ClusterState.moves; beyond, the older half i
 
 class ClusterState:
     finished_before = 0
+    finishing: set[int] = frozenset()  # type: ignore[assignment]  # states pickled before pod phases: none
     scoring = "MostAllocated"  # the node score's strategy (domain/scoring.py); what-if may set another
     moves_dropped = 0  # states pickled before the journal of moves: none dropped
 
@@ -49,6 +50,9 @@ class ClusterState:
         # caches that follow placements (preemption.py); `moves_dropped` left from its front
         self.moves: list[tuple[int, int, int]] = []
         self.moves_dropped = 0
+        # live workloads with finished pods (by position): live though perhaps neither queued nor
+        # running (every pod finished), which light snapshots must keep (app/snapshots.py)
+        self.finishing = set()
 
     # -- lookups ------------------------------------------------------------------------
     def group(self, namespace: str, workload: str, group: str) -> Group:
@@ -132,6 +136,21 @@ class ClusterState:
         if g.placed == 0:
             g.domain = None
             del self.running[g.running_key]
+
+    def finish_pods(self, g: Group, pods: list[int], code: int) -> None:
+        """Running pods reported finished (lifecycle.md): they leave their nodes and keep their
+        phase (`code`: SUCCEEDED_POD or FAILED_POD) for good."""
+        if "finishing" not in self.__dict__:
+            self.finishing = set()
+        self.finishing.add(g.workload.position)
+        self.release_pods(g, pods)
+        for pod in pods:
+            g.node_of[pod] = code
+        if code == SUCCEEDED_POD:
+            g.succeeded += len(pods)
+        else:
+            g.failed += len(pods)
+        g.class_key = None  # no longer placed as a fresh group of its class would be
 
     def _moved(self, g: Group) -> None:
         self._journal(g.running_key)

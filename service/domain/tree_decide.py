@@ -114,12 +114,13 @@ def _after(wl: Workload, routine: Routine) -> dict[int, int]:
 
 
 def _satisfied_after(wl: Workload, ci: int, placed: dict[int, int]) -> bool:
-    return gang.cpg_satisfied(wl.spec, ci, placed.__getitem__)
+    return gang.cpg_satisfied(wl.spec, ci, lambda gi: placed[gi] + wl.groups[gi].succeeded)
 
 
 def _leaves_something(wl: Workload, ci: int, routine: Routine) -> bool:
     placed = _after(wl, routine)
-    return any(placed[gi] < len(wl.spec.groups[gi].pod_names) for gi in subtree_groups(wl, ci)) or \
+    return any(placed[gi] + wl.groups[gi].finished < len(wl.spec.groups[gi].pod_names)
+               for gi in subtree_groups(wl, ci)) or \
         not all(_satisfied_after(wl, cj, placed) for cj in subtree_cpgs(wl, ci))
 
 
@@ -138,7 +139,7 @@ def group_data(state: ClusterState, g: Group, result: pl.Attempt, explain: bool)
         "placedPods": placed_after, "minCount": g.spec.min_count, "explanation": None,
         "domain": _domain(g.spec.topology_key, result.domain or g.domain),
     }
-    if explain and placed_after < g.total:
+    if explain and placed_after + g.finished < g.total:
         data["explanation"] = explanation(result.failure, result.placeable, g.spec.min_count,
                                           len(state.nodes.live_indices()))
     return data
@@ -173,7 +174,7 @@ def _leftovers(state: ClusterState, wl: Workload, ci: int, emit: Emit) -> bool:
         g = wl.groups[gi]
         if not g.pending:
             continue
-        unplaced = [i for i, n in enumerate(g.node_of) if n < 0]
+        unplaced = g.unplaced()
         if g.scheduled:  # leftover pods, placed as they fit (model.md)
             res = pl.attempt(state, g, unplaced, 1, restrict=allowed, explain=False)
             if res.placeable:
@@ -182,7 +183,7 @@ def _leftovers(state: ClusterState, wl: Workload, ci: int, emit: Emit) -> bool:
                 emit(ev.PODS_SCHEDULED, group_data(state, g, res, True))
                 any_placed = True
             continue
-        need = gang.need(g.spec)
+        need = g.deficit
         res = pl.attempt(state, g, unplaced, need, restrict=allowed, explain=False)
         if res.ok:
             if res.placeable < len(unplaced):
@@ -215,7 +216,7 @@ def lose(state: ClusterState, wl: Workload, lost: dict[int, list[int]], node: st
         release[gi] = set(pods)
         remaining[gi] -= set(pods)
         g = groups[gi]
-        if g.spec.disruption_all or (g.spec.gang and len(remaining[gi]) < g.spec.min_count):
+        if g.spec.disruption_all or (g.spec.gang and len(remaining[gi]) + g.succeeded < g.spec.min_count):
             release[gi] |= remaining[gi]
             remaining[gi] = set()
     if not release:

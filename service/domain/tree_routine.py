@@ -80,8 +80,8 @@ class Routine:
     def place_group(self, gi: int, allowed: np.ndarray | None) -> Outcome:
         """Step 1: a pod group, by the placement routine, restricted to `allowed`."""
         g = self.wl.groups[gi]
-        pods = [i for i, n in enumerate(g.node_of) if n < 0]
-        need = gang.need(g.spec)
+        pods = g.unplaced()
+        need = gang.need(g.spec) if g.scheduled else g.deficit
         if not pods:
             return Outcome(g.scheduled, 0)
         res = pl.attempt(self.state, g, pods, need, restrict=allowed, explain=self.explain, keep_trial=self.trial)

@@ -88,7 +88,7 @@ def group_is_whole(g: Group) -> bool:
     """A pod group's pods go as one unit: its disruptionMode is All, or it is a gang with no pod
     placed above minCount (model.md step 1); otherwise one by one."""
     spec = g.spec
-    return spec.disruption_all or (spec.gang and g.placed <= spec.min_count)
+    return spec.disruption_all or (spec.gang and g.surplus <= 0)  # Succeeded pods count (lifecycle.md)
 
 
 def group_units(g: Group) -> list[Unit]:
@@ -150,7 +150,7 @@ class Victim:
 
 
 def _satisfied(wl: Workload, ci: int, placed: dict[int, int]) -> bool:
-    return gang.cpg_satisfied(wl.spec, ci, placed.__getitem__)
+    return gang.cpg_satisfied(wl.spec, ci, lambda gi: placed[gi] + wl.groups[gi].succeeded)  # Running + Succeeded
 
 
 def close(units: list[Unit]) -> list[Victim]:
@@ -171,7 +171,7 @@ def close(units: list[Unit]) -> list[Victim]:
             else:
                 kinds.setdefault(id(g), GANG_SURPLUS if g.spec.gang else BASIC_PODS)
     for g, chosen in list(taken.values()):
-        if kinds[id(g)] == GANG_SURPLUS and len(chosen) > g.placed - g.spec.min_count:
+        if kinds[id(g)] == GANG_SURPLUS and len(chosen) > g.surplus:
             chosen.update(i for i, n in enumerate(g.node_of) if n >= 0)
             kinds[id(g)] = SURPLUS_EXCEEDED
     trees = {g.workload.position: g.workload for g, _ in taken.values() if g.spec.parent is not None}

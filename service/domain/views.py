@@ -6,7 +6,7 @@ from typing import Any
 from service.domain import dra
 from service.domain.quantity import format_quantity
 from service.domain.state import ClusterState
-from service.domain.workload import Composite, Group, Workload, cpg_satisfied, satisfied_children
+from service.domain.workload import Composite, Group, Workload, cpg_satisfied, satisfied_children, subtree_groups
 
 
 def node_view(state: ClusterState, name: str) -> dict[str, Any] | None:
@@ -54,24 +54,44 @@ def group_view(state: ClusterState, g: Group) -> dict[str, Any]:
     return {
         "name": g.spec.name,
         "parent": None if g.spec.parent is None else g.workload.spec.cpgs[g.spec.parent].name,
-        "phase": "Scheduled" if g.scheduled else "Pending",
+        "phase": group_phase(g),
         "minCount": g.spec.min_count,
         "placedPods": g.placed,
+        "pendingPods": g.total - g.placed - g.succeeded - g.failed,
+        "succeededPods": g.succeeded,
+        "failedPods": g.failed,
         "domain": g.domain,
         "explanation": g.explanation if g.pending and g.workload.deleted_at is None else None,
-        "pods": [{"name": n, "node": names[g.node_of[i]] if g.node_of[i] >= 0 else None}
+        "pods": [{"name": n, "phase": g.phase_of(i), "node": names[g.node_of[i]] if g.node_of[i] >= 0 else None}
                  for i, n in enumerate(g.spec.pod_names)],
         "claims": dra.claim_views(state.dra, g),
         "conditions": sorted(g.conditions.values(), key=lambda c: (c["position"], c["type"])),
     }
 
 
+def group_phase(g: Group) -> str:
+    """Completed when every pod finished; else Scheduled while satisfied (lifecycle.md)."""
+    if g.completed:
+        return "Completed"
+    return "Scheduled" if g.scheduled else "Pending"
+
+
+def cpg_phase(wl: Workload, ci: int) -> str:
+    """Completed when every pod group of its subtree is; else Scheduled while satisfied."""
+    if all(wl.groups[gi].completed for gi in subtree_groups(wl, ci)):
+        return "Completed"
+    return "Scheduled" if cpg_satisfied(wl, ci) else "Pending"
+
+
 def workload_phase(wl: Workload) -> str:
     if wl.deleted_at is not None:
         return "Finished"
-    if wl.spec.cpgs:  # a tree: when all its roots are (composite.md *Satisfied*)
-        return "Scheduled" if all(cpg_satisfied(wl, ci) for ci in wl.spec.roots) else "Pending"
-    return "Scheduled" if all(g.scheduled for g in wl.groups) else "Pending"
+    phases = [cpg_phase(wl, ci) for ci in wl.spec.roots] if wl.spec.cpgs else [group_phase(g) for g in wl.groups]
+    if not phases:
+        return "Pending"  # a workload of templates without PodGroup objects yet
+    if all(p == "Completed" for p in phases):
+        return "Completed"
+    return "Scheduled" if all(p != "Pending" for p in phases) else "Pending"
 
 
 def composite_view(wl: Workload, c: Composite) -> dict[str, Any]:
@@ -80,7 +100,7 @@ def composite_view(wl: Workload, c: Composite) -> dict[str, Any]:
     satisfied = cpg_satisfied(wl, cs.index)
     return {
         "name": cs.name, "parent": None if cs.parent is None else spec[cs.parent].name,
-        "phase": "Scheduled" if satisfied else "Pending", "minGroupCount": cs.min_group_count,
+        "phase": cpg_phase(wl, cs.index), "minGroupCount": cs.min_group_count,
         "satisfiedChildren": satisfied_children(wl, cs.index),
         "children": [wl.spec.groups[gi].name for gi in cs.child_groups] + [spec[cj].name for cj in cs.child_cpgs],
         "domain": None if cs.topology_key is None or c.domain is None else {"key": cs.topology_key, "value": c.domain},

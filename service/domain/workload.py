@@ -14,6 +14,14 @@ from service.domain.model import GroupSpec, WorkloadSpec, workload_from_submissi
 
 QueueKey = tuple[int, int, int]  # (-priority, submission position, group index)
 
+# node_of values of pods that are not Running (lifecycle.md *Pod phases*): -1 Pending; finished pods
+# keep a phase of their own and are never placed again
+PENDING_POD = -1
+SUCCEEDED_POD = -2
+FAILED_POD = -3
+FINISHED_PHASES = {SUCCEEDED_POD: "Succeeded", FAILED_POD: "Failed"}
+PHASE_CODES = {"Succeeded": SUCCEEDED_POD, "Failed": FAILED_POD}
+
 
 @dataclass(eq=False)
 class Group:
@@ -30,6 +38,31 @@ class Group:
     ever_scheduled: bool = False
     class_key: tuple[Any, ...] | None = None  # groups with equal keys place identically (pass skipping)
     _pod_index: dict[str, int] | None = None
+    succeeded: int = 0  # pods reported Succeeded (lifecycle.md): they count for the gang
+    failed: int = 0  # pods reported Failed: they never count
+
+    def unplaced(self) -> list[int]:
+        """The Pending pods, in pod order (finished pods are never placed again)."""
+        return [i for i, n in enumerate(self.node_of) if n == PENDING_POD]
+
+    def phase_of(self, pod: int) -> str:
+        n = self.node_of[pod]
+        return "Running" if n >= 0 else FINISHED_PHASES.get(n, "Pending")
+
+    @property
+    def counted(self) -> int:
+        """Running plus Succeeded: what satisfies a gang (lifecycle.md *Gangs with finished pods*)."""
+        return self.placed + self.succeeded
+
+    @property
+    def deficit(self) -> int:
+        """What an unsatisfied group needs placed together: minCount - (Running + Succeeded)."""
+        return gang.deficit(self.spec, self.placed + self.succeeded)
+
+    @property
+    def surplus(self) -> int:
+        """Running pods a gang may lose one by one: Running + Succeeded - minCount."""
+        return self.placed + self.succeeded - self.spec.min_count
 
     def pod_index(self, name: str) -> int:
         if self._pod_index is None:
@@ -50,11 +83,21 @@ class Group:
 
     @property
     def scheduled(self) -> bool:
-        return gang.group_satisfied(self.spec, self.placed)
+        return gang.group_satisfied(self.spec, self.placed + self.succeeded)  # Succeeded pods count
+
+    @property
+    def finished(self) -> int:
+        return self.succeeded + self.failed
+
+    @property
+    def completed(self) -> bool:
+        """Every pod finished (phase Completed)."""
+        return self.succeeded + self.failed >= self.total
 
     @property
     def pending(self) -> bool:
-        return self.placed < self.total
+        """Has a Pending pod."""
+        return self.placed + self.succeeded + self.failed < self.total
 
     @property
     def ref(self) -> dict[str, str]:
@@ -81,9 +124,7 @@ class Workload:
     # hundreds of thousands of workloads stays small in memory and in snapshots. Its spec and
     # groups are rebuilt on first access.
     def compact(self) -> None:
-        extras = [{"conditions": g.conditions, "explanation": g.explanation,
-                   "needsExplanation": g.needs_explanation, "everScheduled": g.ever_scheduled}
-                  for g in self.groups]
+        extras = [_extra(g) for g in self.groups]
         self.__dict__["_finished"] = (self.body, extras, self.spec.namespace, self.spec.name,
                                       self.spec.priority, self.spec.preemption_policy)
         self.events = array("q", self.events)
@@ -112,6 +153,12 @@ class Workload:
                       placed_at=[None] * len(gs.pod_names), explanation=extra["explanation"],
                       needs_explanation=extra["needsExplanation"], conditions=extra["conditions"],
                       ever_scheduled=extra["everScheduled"])
+            for pod, phase in extra.get("finished") or ():  # finished pods keep their phase
+                g.node_of[pod] = PHASE_CODES[phase]
+                if phase == "Succeeded":
+                    g.succeeded += 1
+                else:
+                    g.failed += 1
             groups.append(g)
         self.__dict__["groups"] = groups
         cpg_extras = self.__dict__.get("_cpg_extras") or [{}] * len(spec.cpgs)
@@ -136,6 +183,16 @@ class Workload:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+def _extra(g: Group) -> dict[str, Any]:
+    """What a finished workload keeps of a group besides its spec (its finished pods only when it has any:
+    a workload without them keeps what it kept before pod phases)."""
+    extra: dict[str, Any] = {"conditions": g.conditions, "explanation": g.explanation,
+                             "needsExplanation": g.needs_explanation, "everScheduled": g.ever_scheduled}
+    if g.succeeded or g.failed:
+        extra["finished"] = [[p, FINISHED_PHASES[n]] for p, n in enumerate(g.node_of) if n in FINISHED_PHASES]
+    return extra
 
 
 @dataclass(eq=False)
@@ -169,11 +226,11 @@ class Composite:
 
 # -- trees: satisfied predicates (composite.md *Satisfied*) ---------------------------------------
 def cpg_satisfied(wl: Workload, ci: int) -> bool:
-    return gang.cpg_satisfied(wl.spec, ci, lambda gi: wl.groups[gi].placed)
+    return gang.cpg_satisfied(wl.spec, ci, lambda gi: wl.groups[gi].counted)
 
 
 def satisfied_children(wl: Workload, ci: int) -> int:
-    return gang.satisfied_children(wl.spec, ci, lambda gi: wl.groups[gi].placed)
+    return gang.satisfied_children(wl.spec, ci, lambda gi: wl.groups[gi].counted)
 
 
 def subtree_groups(wl: Workload, ci: int) -> list[int]:

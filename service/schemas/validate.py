@@ -24,16 +24,18 @@ from service.schemas.devices import (
 )
 from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.inventory import Node, PriorityClass
+from service.schemas.lifecycle import PodStatusReport, podstatus_cross_field_errors
 from service.schemas.scheduling import taint_errors
 from service.schemas.workload import MAX_PODS_PER_WORKLOAD, Workload
 
-BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload"]
+BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload", "PodStatusReport"]
 BODY_MODELS: dict[str, type[StrictModel]] = {
     "Node": Node,
     "DeviceClass": DeviceClass,
     "ResourceSlice": ResourceSlice,
     "PriorityClass": PriorityClass,
     "Workload": Workload,
+    "PodStatusReport": PodStatusReport,
 }
 # Kinds whose name is the object's address (the URL path, the Kafka envelope): an optional
 # `name` in the body must equal it, and is dropped from the validated body.
@@ -242,7 +244,7 @@ def node_cross_field_errors(body: dict[str, Any]) -> list[tuple[tuple[Any, ...],
 
 
 _CROSS_FIELD = {"Workload": workload_cross_field_errors, "ResourceSlice": slice_cross_field_errors,
-                "Node": node_cross_field_errors}
+                "Node": node_cross_field_errors, "PodStatusReport": podstatus_cross_field_errors}
 
 
 def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[str, Any], *,

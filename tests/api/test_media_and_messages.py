@@ -80,7 +80,7 @@ def test_version_is_open_to_every_role(secured: TestClient, token: str | None) -
     ("/events?wait=soon", ["query", "wait"], "Input should be a valid number"),
     ("/state?at=now", ["query", "at"], "Input should be a valid integer"),
     ("/state?includeFinished=maybe", ["query", "includeFinished"], "Input should be a valid boolean"),
-    ("/workloads?phase=Running", ["query", "phase"], "Input should be 'Pending', 'Scheduled' or 'Finished'"),
+    ("/workloads?phase=Running", ["query", "phase"], "Input should be 'Pending', 'Scheduled', 'Completed' or 'Finished'"),
 ])
 def test_query_errors_read_as_pydantic_does(client: TestClient, query: str, loc: list[str], msg: str) -> None:
     response = client.get(BASE + query)

@@ -166,3 +166,17 @@ def test_envelope_schema_dispatches_on_type():
     assert not validator.is_valid(envelope(namespace=None))  # namespace required
     assert not validator.is_valid(envelope(body={"name": "x"}))  # the Workload schema applies
     assert not validator.is_valid(envelope(type="DeleteWorkload"))  # no body for a delete
+
+
+def test_finish_pods_is_a_kafka_command_with_the_http_body():
+    body = {"pods": [{"podGroup": "job", "name": "pi-0", "phase": "Succeeded"}]}
+    command = validate_command(envelope(type="FinishPods", name="pi", body=body))
+    assert command == Command(cluster="prod", type="FinishPods", name="pi", namespace="team-a", body=body)
+    with pytest.raises(InputValidationError) as bad:
+        validate_envelope(envelope(type="FinishPods", name="pi", body={"pods": [{**body["pods"][0], "phase": "Done"}]}))
+    assert ["body", "pods", 0, "phase"] in [e["loc"] for e in bad.value.errors]
+    with pytest.raises(InputValidationError):
+        validate_envelope(envelope(type="FinishPods", name="pi", namespace=None, body=body))
+    validator = schema_validator("CommandEnvelope")
+    validator.validate(envelope(type="FinishPods", name="pi", body=body))
+    assert not validator.is_valid(envelope(type="FinishPods", name="pi", body={"pods": []}))

@@ -58,11 +58,24 @@ def test_submit_get_describe(server, cluster, tmp_path):
     assert described.exit_code == 0
     out = described.output
     for expected in ("Name:               train", "Namespace:          team-a", "Phase:              Scheduled",
-                     "Pod Groups:", "  job:", "    Min Count:   2", "    Placed:      2/2", "train-0   n1",
+                     "Pod Groups:", "  job:", "    Min Count:   2", "    Placed:      2/2",
                      "PodGroupInitiallyScheduled", "Events:", "PodGroupScheduled   job: train-0 on n1, train-1 on n1"):
         assert expected in out, expected
+    assert any(line.split() == ["train-0", "Running", "n1"] for line in out.splitlines())
     pending = run("describe", "team-b/big", env=env).output
-    assert "Waiting:     0/1 nodes are available: 1 Insufficient cpu." in pending and "p-0    <pending>" in pending
+    assert "Waiting:     0/1 nodes are available: 1 Insufficient cpu." in pending
+    assert any(line.split() == ["p-0", "Pending", "<pending>"] for line in pending.splitlines())
+
+    finished = run("finish", "team-a/train", "job/train-0", "--phase", "Succeeded", env=env)
+    assert finished.exit_code == 0, finished.output
+    assert "job: Scheduled, 1 running, 0 pending, 1 succeeded, 0 failed (minCount 2)" in finished.output
+    out = run("describe", "team-a/train", env=env).output
+    assert "    Finished:    1 succeeded, 0 failed" in out
+    assert any(line.split() == ["train-0", "Succeeded", "<none>"] for line in out.splitlines())
+    again = run("finish", "team-a/train", "job/train-0", "--phase", "Failed", env=env)
+    assert again.exit_code == 1 and "409" in again.output
+    assert run("finish", "team-a/train", "train-1", "--phase", "Failed", env=env).exit_code == 2
+    assert run("finish", "team-a/train", "job/train-1", "--phase", "Running", env=env).exit_code == 2
 
 
 def test_client_commands_fail_clearly(server, cluster, tmp_path):

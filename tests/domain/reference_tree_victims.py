@@ -33,7 +33,7 @@ def tree_units(wl: Workload) -> list[vu.Unit]:
                        for gi in _groups_under(wl, top)]
             seen.update(gi for gi in _groups_under(wl, top))
             units.append(vu.Unit([(m, p) for m, p in members if p], True, top))
-        elif g.spec.disruption_all or (g.spec.gang and g.placed <= g.spec.min_count):
+        elif g.spec.disruption_all or (g.spec.gang and g.placed + g.succeeded <= g.spec.min_count):
             units.append(vu.Unit.of(g, [p for p, n in enumerate(g.node_of) if n >= 0], True))
         else:
             units.extend(vu.Unit.of(g, [p], False) for p, n in enumerate(g.node_of) if n >= 0)
@@ -43,7 +43,7 @@ def tree_units(wl: Workload) -> list[vu.Unit]:
 def _sat(wl: Workload, ci: int, left: dict[int, int]) -> bool:
     spec = wl.spec.cpgs[ci]
     ok = sum(1 for gi in spec.child_groups
-             if left[gi] >= (wl.spec.groups[gi].min_count if wl.spec.groups[gi].gang else 1))
+             if left[gi] + wl.groups[gi].succeeded >= (wl.spec.groups[gi].min_count if wl.spec.groups[gi].gang else 1))
     ok += sum(1 for cj in spec.child_cpgs if _sat(wl, cj, left))
     return ok >= spec.min_group_count
 
@@ -64,7 +64,7 @@ def close(units: list[vu.Unit]) -> list[vu.Victim]:
             else:
                 kind[id(g)] = vu.GANG_SURPLUS if g.spec.gang else vu.BASIC_PODS
     for key, g in groups.items():  # a gang loses at most its surplus as single pods
-        if kind[key] == vu.GANG_SURPLUS and len(pods[key]) > g.placed - g.spec.min_count:
+        if kind[key] == vu.GANG_SURPLUS and len(pods[key]) > g.placed + g.succeeded - g.spec.min_count:
             pods[key] = {p for p, n in enumerate(g.node_of) if n >= 0}
             kind[key] = vu.SURPLUS_EXCEEDED
     changed = True

@@ -57,6 +57,22 @@ class Sim:
     def delete(self, name: str, ns: str = "default") -> list[Event]:
         return self.run("DeleteWorkload", name, ns)
 
+    def finish(self, name: str, *pods: tuple[str, str, str], ns: str = "default") -> list[Event]:
+        """Report pods finished: (podGroup, pod, phase) each (lifecycle.md)."""
+        return self.run("FinishPods", name, ns, {"pods": [{"podGroup": g, "name": p, "phase": ph}
+                                                           for g, p, ph in pods]})
+
+    def scale(self, name: str, body: dict, ns: str = "default") -> list[Event]:
+        return self.run("ScaleWorkload", name, ns, body)
+
+    def refused(self, kind: str, name: str, namespace: str | None = None, body: dict | None = None) -> Rejection:
+        """The Rejection of a command the state refuses; nothing is recorded."""
+        before = canonical(self.state)
+        got = accept(self.state, kind, name, namespace, body)
+        assert isinstance(got, Rejection), f"accepted: {got}"
+        assert canonical(self.state) == before
+        return got
+
     # -- reads ------------------------------------------------------------------------
     def wl(self, name: str, ns: str = "default") -> dict[str, Any]:
         return workload_view(self.state, self.state.workloads[(ns, name)])

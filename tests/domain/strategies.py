@@ -171,6 +171,8 @@ def run(cmds: list[tuple[str, str, Any]], check: Callable[[Sim], None] | None = 
             wl = state.workloads.get(("default", name))
             if wl is not None and wl.deleted_at is None:
                 s.run("DeleteWorkload", name, "default")
+        elif kind == "finish":
+            _finish_some(s, name, body)
         elif kind == "remove":
             row = state.nodes.index.get(name)
             if row is not None and state.nodes.alive[row]:
@@ -178,3 +180,31 @@ def run(cmds: list[tuple[str, str, Any]], check: Callable[[Sim], None] | None = 
         if check is not None:
             check(s)
     return s
+
+
+def _finish_some(s: Sim, name: str, body: tuple[int, int, str]) -> None:
+    """Report `how_many` Running pods of workload `name` finished in `phase`, from the `pick`-th
+    Running pod on (in view order); nothing when it runs none."""
+    pick, how_many, phase = body
+    wl = s.state.workloads.get(("default", name))
+    if wl is None or wl.deleted_at is not None:
+        return
+    running = [(g.spec.name, g.spec.pod_names[p]) for g in wl.groups for p, n in enumerate(g.node_of) if n >= 0]
+    if not running:
+        return
+    chosen = [running[(pick + k) % len(running)] for k in range(min(how_many, len(running)))]
+    s.finish(name, *[(g, p, phase) for g, p in chosen])
+
+
+@st.composite
+def lifecycle_streams(draw, phases: tuple[str, ...] = ("Succeeded", "Failed")) -> list[tuple[str, str, Any]]:
+    """Preemption streams with finished pods reported among the arrivals, deletions and node loss."""
+    cmds = draw(preemption_streams())
+    out: list[tuple[str, str, Any]] = []
+    names = [name for kind, name, _ in cmds if kind == "submit"]
+    for cmd in cmds:
+        out.append(cmd)
+        if cmd[0] in ("submit", "delete", "remove") and names and draw(st.booleans()):
+            out.append(("finish", draw(st.sampled_from(names)),
+                        (draw(st.integers(0, 30)), draw(st.integers(1, 3)), draw(st.sampled_from(phases)))))
+    return out
