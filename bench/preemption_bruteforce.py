@@ -177,7 +177,7 @@ def main() -> None:
             skipped["refused"] += 1
             continue
         k = plan.placement.placeable
-        chosen = {id(vg): (vg, set(vpods)) for vg, vpods, _, _ in plan.victims}
+        chosen = {id(v.group): (v.group, set(v.pods)) for v in plan.victims}
         assert places(state, g, pods, need, chosen) >= k, "the decider's victims do not let it place k pods"
         best: tuple[tuple[int, tuple[int, ...]], frozenset] | None = None
         best_pf: tuple[tuple[int, ...], int] | None = None  # priority-first minimum, its pods

@@ -19,8 +19,8 @@ from service.domain import dra
 from service.domain import events as ev
 from service.domain import placement as pl
 from service.domain import preemption as pre
-from service.domain import reasons as rs
 from service.domain import tree_decide as tr
+from service.domain import victims as vu
 from service.domain.commands import Rejection as Rejection  # re-exported: decider.accept still works
 from service.domain.commands import accept as accept
 from service.domain.commands import rejection_event as rejection_event
@@ -338,20 +338,6 @@ def _emit_preemption(state: ClusterState, g: Group, plan: pre.Plan, emit: Emit, 
                      failed: pl.Attempt | None = None) -> None:
     data = _placement_data(state, g, plan.placement, failed)  # computed before the victims go
     preemptor = {**g.ref, "priority": g.workload.spec.priority}
-    names = state.nodes.names
-    victims = []
-    for vg, pods, whole, why in plan.victims:
-        victims.append({**vg.ref, "priority": vg.workload.spec.priority,
-                        "pods": [vg.spec.pod_names[p] for p in pods], "wholeGroup": whole, "reason": why,
-                        "minCount": vg.spec.min_count})
-        emit(ev.POD_GROUP_PREEMPTED, {
-            **vg.ref, "priority": vg.workload.spec.priority, "preemptor": preemptor,
-            "pods": [{"pod": vg.spec.pod_names[p], "node": names[vg.node_of[p]]} for p in pods],
-            "wholeGroup": whole, "reason": why, "minCount": vg.spec.min_count,
-            "claimsReleased": dra.claims_released(state.dra, state.nodes, vg, pods)})
-    data["preemption"] = {
-        "victims": victims,
-        "reprieved": [{**u.describe(), "reason": rs.PREEMPTOR_STILL_FITS}
-                      for u in plan.reprieved],
-    }
+    victims = vu.emit_victims(state, plan.victims, preemptor, emit)
+    data["preemption"] = {"victims": victims, "reprieved": vu.reprieved_entries(plan.reprieved)}
     emit(kind, data)

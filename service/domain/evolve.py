@@ -21,7 +21,7 @@ from service.domain import dra, scoring
 from service.domain import events as ev
 from service.domain.model import NodeSpec, PriorityClass, workload_from_submission
 from service.domain.state import ClusterState, Group, Workload
-from service.domain.workload import PHASE_CODES, Composite, cpg_satisfied
+from service.domain.workload import PHASE_CODES, Composite, cpg_satisfied, subtree_cpgs
 
 
 def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
@@ -311,7 +311,13 @@ def _preempted(state: ClusterState, e: ev.Event) -> None:
     g.conditions["DisruptionTarget"] = disruption_target(pre, e.position)
     g.workload.events.append(e.position)
     if g.spec.parent is not None:
-        _composites_changed(g.workload, e.position)
+        wl = g.workload
+        top = e.data.get("compositePodGroup")
+        if top is not None:  # the CPG that went as a whole, and every CPG inside it (composite.md *Views*)
+            ci = next(c.spec.index for c in wl.composites if c.spec.name == top)
+            for cj in subtree_cpgs(wl, ci):
+                wl.composites[cj].conditions["DisruptionTarget"] = disruption_target(pre, e.position)
+        _composites_changed(wl, e.position)
     preemptor = state.workloads.get((pre["namespace"], pre["workload"]))
     if preemptor is not None and preemptor is not g.workload:
         preemptor.events.append(e.position)

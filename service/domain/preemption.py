@@ -23,51 +23,21 @@ straightforward implementation):
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 
 from service.domain import dra
 from service.domain import placement as pl
+from service.domain import preempt_search as search
 from service.domain import reasons as rs
-from service.domain.state import ClusterState, Group
+from service.domain import victims as vu
+from service.domain.state import ClusterState, Composite, Group
+from service.domain.victims import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit, Victim
 
-WOULD_NOT_HELP = "PreemptionWouldNotHelp"
-NO_VICTIMS = "NoLowerPriorityVictims"
-NOT_ALLOWED = "PreemptionNotAllowed"
-
-
-@dataclass
-class Unit:
-    group: Group
-    pods: list[int]
-    whole: bool
-
-    @property
-    def importance(self) -> tuple[int, int, int, tuple[int, int]]:
-        """Ascending = most important first (model.md *Reprieve*)."""
-        g = self.group
-        earliest = min(at for p in self.pods if (at := g.placed_at[p]) is not None)  # its pods are placed
-        return (-g.workload.spec.priority, 0 if self.whole else 1, -len(self.pods), earliest)
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.group.ref, "priority": self.group.workload.spec.priority,
-                "pods": [self.group.spec.pod_names[p] for p in self.pods], "wholeGroup": self.whole}
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """No preemption: why, and how many pods even removing every candidate would place."""
-    reason: str
-    placeable: int
-
-
-@dataclass
-class Plan:
-    placement: pl.Attempt
-    victims: list[tuple[Group, list[int], bool, str]] = field(default_factory=list)  # group, pods, whole, why
-    reprieved: list[Unit] = field(default_factory=list)
+# the shared seam (victims.py): units, plans and reasons; re-exported here
+__all__ = ["NOT_ALLOWED", "NO_VICTIMS", "WOULD_NOT_HELP", "Plan", "Refusal", "Unit", "Victim", "candidate_units",
+           "plan", "plan_root", "victim_why"]
 
 
 # -- candidate units ------------------------------------------------------------------------
@@ -116,6 +86,7 @@ class _Order:
         self.parts: list[list[list[int]] | None] = []  # per gid: its units' pods
         self.snaps: list[list[Any] | None] = []  # per gid: its placed_at when it came in
         self.by_key: dict[tuple[int, int, int], int] = {}  # running key -> gid, the groups in
+        self.tree_keys: set[tuple[int, int, int]] = set()  # running keys of trees' pod groups (not units here)
         self.live = np.zeros(0, dtype=bool)  # per gid: in
         self.entries: dict[tuple[int, int], tuple[list[int], list[int]]] = {}  # (workload, shape) -> cols, amounts
         z = np.zeros(0, dtype=np.int64)
@@ -142,6 +113,7 @@ class _Order:
             changed.extend(key for key in self.by_key if key not in running)
             changed.sort()
             self.cursor = None if moves is None else dropped + len(moves)
+            self.tree_keys = {key for key, g in running.items() if g.spec.parent is not None}
         out: list[int] = []
         fresh: list[Group] = []
         running = state.running
@@ -151,8 +123,12 @@ class _Order:
                 out.append(gid)
                 self.groups[gid] = self.parts[gid] = self.snaps[gid] = None
             g = running.get(key)
-            if g is not None and g.spec.parent is None:  # trees are not victims (yet): composite.md
-                fresh.append(g)
+            if g is not None and g.spec.parent is not None:  # a tree's: its units span groups
+                self.tree_keys.add(key)
+            else:
+                self.tree_keys.discard(key)
+                if g is not None:
+                    fresh.append(g)
         self.live[out] = False
         keep = self.live[self.gid]
         if fresh:
@@ -202,7 +178,7 @@ class _Order:
             wpos = wl.position
             node_of, placed_at, pod_shapes = g.node_of, g.placed_at, spec.pod_shapes
             placed = [i for i, n in enumerate(node_of) if n >= 0]
-            whole = spec.disruption_all or (spec.gang and g.surplus <= 0)  # Succeeded pods count
+            whole = vu.group_is_whole(g)
             gid = len(self.groups)
             self.by_key[g.running_key] = gid
             self.groups.append(g)
@@ -270,6 +246,7 @@ class _Candidates:
         order.sync(state)
         n = int(np.searchsorted(order.prio, priority, side="left"))
         self.count = n
+        self.trees = sorted({key[1] for key in order.tree_keys if key[0] < priority})  # their positions
         self.groups, self.parts = order.groups, order.parts
         self.gid, self.j, self.whole = order.gid[:n], order.j[:n], order.whole[:n]
         self.starts, self.ends = order.starts[:n], order.ends[:n]
@@ -280,7 +257,7 @@ class _Candidates:
         gid = int(self.gid[u])
         g, parts = self.groups[gid], self.parts[gid]
         assert g is not None and parts is not None  # a candidate's group is in
-        return Unit(g, parts[int(self.j[u])], bool(self.whole[u]))
+        return Unit.of(g, parts[int(self.j[u])], bool(self.whole[u]))
 
     def touching(self, row_mask: np.ndarray, upto: int | None = None) -> np.ndarray:
         """Per unit (of the first `upto`): has it a pod on a row of the mask?"""
@@ -291,10 +268,23 @@ class _Candidates:
         return np.logical_or.reduceat(row_mask[self.rows[:end]], self.starts[:upto])
 
 
+def _all(state: ClusterState, cand: _Candidates) -> list[Unit]:
+    units = [cand.unit(u) for u in range(cand.count)]
+    if cand.trees:
+        for pos in cand.trees:
+            units.extend(vu.tree_units(state.by_position[pos]))
+        units.sort(key=lambda u: u.importance, reverse=True)
+    return units
+
+
 def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
-    """Every candidate unit below this priority, least important first."""
-    cand = _Candidates(state, priority)
-    return [cand.unit(u) for u in range(cand.count)]
+    """Every candidate unit below this priority (flat groups' and trees'), least important first."""
+    return _all(state, _Candidates(state, priority))
+
+
+def plan_root(state: ClusterState, root: Composite) -> Plan | Refusal:
+    """A pending root's preemption plan (composite.md *Preemption*; preempt_search.py)."""
+    return search.plan_root(state, root, candidate_units(state, root.workload.spec.priority))
 
 
 def _flat_used(state: ClusterState) -> np.ndarray:
@@ -406,6 +396,8 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
     """A preemption plan for these pods of g, or the reason there is none."""
     priority = g.workload.spec.priority
     cand = _Candidates(state, priority)  # least important first
+    if cand.trees:  # trees' units among the candidates: the plan is made unit by unit
+        return search.plan_group(state, g, pods, need, _all(state, cand))
     if not cand.count:
         return Refusal(NO_VICTIMS, 0)
     devices = dra.group_needs_devices(g) and bool(state.dra.claims)
@@ -433,7 +425,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         trial.rollback()
     finally:
         removal.set_prefix(0)
-    return Plan(placement=chosen, victims=_victims(victims_units), reprieved=reprieved)
+    return Plan(placement=chosen, victims=vu.close(victims_units), reprieved=reprieved)
 
 
 def _first_sufficient(state: ClusterState, g: Group, pods: list[int], need: int, k: int,
@@ -633,27 +625,6 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
             fits = False
         (kept if fits else victims).append(unit)
     return victims, kept
-
-
-def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
-    """Victim pods by group, applying the gang surplus rule."""
-    by_group: dict[int, tuple[Group, list[int], bool]] = {}
-    order: list[Group] = []
-    for u in units:
-        g = u.group
-        if id(g) not in by_group:
-            by_group[id(g)] = (g, [], u.whole)
-            order.append(g)
-        by_group[id(g)][1].extend(u.pods)
-    out = []
-    for g in sorted(order, key=lambda x: x.key):
-        _, pods, whole = by_group[id(g)]
-        escalated = not whole and g.spec.gang and len(pods) > g.surplus
-        if escalated:
-            pods = [i for i, n in enumerate(g.node_of) if n >= 0]
-        pods = sorted(set(pods))
-        out.append((g, pods, whole or escalated or len(pods) == g.placed, victim_why(g, pods, whole, escalated)))
-    return out
 
 
 def victim_why(g: Group, pods: list[int], whole_unit: bool, escalated: bool) -> str:

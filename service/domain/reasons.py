@@ -51,6 +51,8 @@ SURPLUS_EXCEEDED = "SurplusExceeded"
 GANG_SURPLUS = "GangSurplus"
 BASIC_PODS = "BasicPods"
 PREEMPTOR_STILL_FITS = "PreemptorStillFits"
+COMPOSITE_DISRUPTION_MODE_ALL = "CompositeDisruptionModeAll"  # a tree's highest All CPG: one unit
+COMPOSITE_UNSATISFIED = "CompositeUnsatisfied"  # taken whole: the victims would leave this CPG unsatisfied
 
 VICTIM_WORDS: dict[str, str] = {
     DISRUPTION_MODE_ALL: "whole group: its disruptionMode is All",
@@ -58,6 +60,8 @@ VICTIM_WORDS: dict[str, str] = {
     SURPLUS_EXCEEDED: "whole group: as single pods the gang would have dropped below minCount {minCount}",
     GANG_SURPLUS: "single pods: the gang's pods above minCount {minCount} go one by one",
     BASIC_PODS: "single pods: a basic group's pods go one by one",
+    COMPOSITE_DISRUPTION_MODE_ALL: "whole composite pod group: its disruptionMode is All",
+    COMPOSITE_UNSATISFIED: "whole composite pod group: the victims would have left it unsatisfied",
 }
 _SINGLE = (GANG_SURPLUS, BASIC_PODS)
 REPRIEVE_WORDS = {PREEMPTOR_STILL_FITS: "the preemptor still fits on its nodes with it in place"}

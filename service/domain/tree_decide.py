@@ -15,6 +15,8 @@ from typing import Any
 from service.domain import dra, gang
 from service.domain import events as ev
 from service.domain import placement as pl
+from service.domain import preemption as pre
+from service.domain import victims as vu
 from service.domain.domains import pinned_rows
 from service.domain.explain import explanation
 from service.domain.model import NEVER
@@ -23,7 +25,7 @@ from service.domain.tree_routine import Outcome, Routine
 from service.domain.workload import Composite, Group, Workload, cpg_satisfied, subtree_cpgs, subtree_groups
 
 Emit = Callable[[str, dict[str, Any]], None]
-NOT_ALLOWED = "PreemptionNotAllowed"
+NOT_ALLOWED = pre.NOT_ALLOWED
 
 
 def roots_of(wl: Workload) -> list[Composite]:
@@ -31,7 +33,7 @@ def roots_of(wl: Workload) -> list[Composite]:
 
 
 def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
-    """Try one root's queue entry: 'placed' or 'failed' (trees never preempt here yet)."""
+    """Try one root's queue entry: 'placed', 'evicted' (it preempted) or 'failed'."""
     wl = root.workload
     ci = root.spec.index
     memo = _memo(state, wl)
@@ -47,16 +49,39 @@ def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
     if out.satisfied:
         emit(ev.COMPOSITE_POD_GROUP_SCHEDULED, _scheduled_data(state, wl, ci, routine, out))
         return "placed"
+    outcome = _preempt(state, root, emit)  # only a pending root preempts (composite.md *Preemption*)
+    if outcome is None:
+        return "evicted"
     root.memo = memo
     if routine.proved and state.index.member_of.get(root.key) is not None:
         state.index.proofs.add(root.key)
     if root.needs_explanation:
         explanation = out.explanation
         assert explanation is not None
-        if wl.spec.preemption_policy == NEVER:
-            explanation["preemption"] = NOT_ALLOWED
+        explanation["preemption"] = outcome
         emit(ev.COMPOSITE_POD_GROUP_UNSCHEDULABLE, {**root.ref, "explanation": explanation})
     return "failed"
+
+
+def _preempt(state: ClusterState, root: Composite, emit: Emit) -> str | None:
+    """Preempt for a pending root that the tree routine cannot place: None when it did (victims
+    evicted and the root placed, in one decision), else the outcome its explanation names."""
+    wl = root.workload
+    priority = wl.spec.priority
+    if wl.spec.preemption_policy == NEVER:
+        return NOT_ALLOWED
+    if not state.running or state.running.keys()[0][0] >= priority:
+        return pre.NO_VICTIMS
+    plan = pre.plan_root(state, root)
+    if isinstance(plan, pre.Refusal):
+        return plan.reason
+    ci = root.spec.index
+    data = _scheduled_data(state, wl, ci, plan.placement, plan.outcome)  # before the victims go
+    preemptor = {**root.ref, "priority": priority}
+    victims = vu.emit_victims(state, plan.victims, preemptor, emit)
+    data["preemption"] = {"victims": victims, "reprieved": vu.reprieved_entries(plan.reprieved)}
+    emit(ev.COMPOSITE_POD_GROUP_SCHEDULED, data)
+    return None
 
 
 def _proven(state: ClusterState, root: Composite) -> bool:

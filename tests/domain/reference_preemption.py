@@ -11,6 +11,7 @@ import numpy as np
 
 from service.domain import dra
 from service.domain import placement as pl
+from service.domain import victims as vu
 from service.domain.preemption import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit, victim_why
 from service.domain.state import ClusterState, Group
 
@@ -26,9 +27,9 @@ def candidate_units(state: ClusterState, priority: int) -> list[Unit]:
         g: Group = running[key]
         placed = [i for i, n in enumerate(g.node_of) if n >= 0]
         if g.spec.disruption_all or (g.spec.gang and g.placed <= g.spec.min_count):
-            units.append(Unit(g, placed, True))
+            units.append(Unit.of(g, placed, True))
         else:
-            units.extend(Unit(g, [p], False) for p in placed)
+            units.extend(Unit.of(g, [p], False) for p in placed)
     return units
 
 
@@ -143,7 +144,7 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, removed: list[Unit], pods
     return victims, kept
 
 
-def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
+def _victims(units: list[Unit]) -> list[vu.Victim]:
     """Victim pods by group, applying the gang surplus rule."""
     by_group: dict[int, tuple[Group, list[int], bool]] = {}
     order: list[Group] = []
@@ -160,5 +161,11 @@ def _victims(units: list[Unit]) -> list[tuple[Group, list[int], bool, str]]:
         if escalated:
             pods = [i for i, n in enumerate(g.node_of) if n >= 0]
         pods = sorted(set(pods))
-        out.append((g, pods, whole or escalated or len(pods) == g.placed, victim_why(g, pods, whole, escalated)))
+        if whole:
+            kind = vu.DISRUPTION_ALL if g.spec.disruption_all else vu.GANG_AT_MIN
+        elif escalated:
+            kind = vu.SURPLUS_EXCEEDED
+        else:
+            kind = vu.GANG_SURPLUS if g.spec.gang else vu.BASIC_PODS
+        out.append(vu.Victim(g, pods, whole or escalated or len(pods) == g.placed, kind))
     return out
