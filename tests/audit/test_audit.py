@@ -17,6 +17,7 @@ from service.app.commands import Accepted, Command, Origin, Rejected, Result, Su
 from service.app.service import Gangplank
 from service.cli.main import app as cli
 from service.domain import events as ev
+from service.domain.rules import RULES
 from service.store import open_store
 from service.store.migrate import upgrade
 from service.store.testing import temporary_postgres_database
@@ -82,7 +83,7 @@ async def test_history_tells_the_whole_story(incident):
     assert utypes[-1] == ev.WORKLOAD_DELETED
     waits = [e for e in hist["events"] if e["type"] == ev.POD_GROUP_UNSCHEDULABLE]
     # served as stored: codes and numbers, no words (those are rendered by views and audit explain)
-    assert waits and waits[0]["data"]["explanation"]["nodes"] == 3 and waits[0]["data"]["rules"] == 1
+    assert waits and waits[0]["data"]["explanation"]["nodes"] == 3 and waits[0]["data"]["rules"] == RULES
     assert "message" not in waits[0]["data"]["explanation"]
 
 
