@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from service.domain.state import ClusterState
 
 # what a unit is (the kinds of audit.md's victim units; CompositePodGroup for a tree's CPG)
-DISRUPTION_ALL = "DisruptionModeAll"
-GANG_AT_MIN = "GangAtMinCount"
-SURPLUS_EXCEEDED = "SurplusExceeded"
-GANG_SURPLUS = "GangSurplus"
-BASIC_PODS = "BasicPods"
+DISRUPTION_ALL = rs.DISRUPTION_MODE_ALL
+GANG_AT_MIN = rs.GANG_AT_MIN_COUNT
+SURPLUS_EXCEEDED = rs.SURPLUS_EXCEEDED
+GANG_SURPLUS = rs.GANG_SURPLUS
+BASIC_PODS = rs.BASIC_PODS
 CPG_ALL = rs.COMPOSITE_DISRUPTION_MODE_ALL  # the highest CPG with disruptionMode All: one unit
 CPG_UNSATISFIED = rs.COMPOSITE_UNSATISFIED  # the victims would have left this CPG unsatisfied
 
@@ -145,10 +145,6 @@ class Victim:
     kind: str  # the unit it went in (DISRUPTION_ALL ... CPG_UNSATISFIED)
     cpg: str | None = None  # a tree's: the highest CPG that went as a whole
 
-    @property
-    def why(self) -> str:
-        return victim_words(self.group, self.pods, self.kind, self.cpg)
-
 
 def _satisfied(wl: Workload, ci: int, placed: dict[int, int]) -> bool:
     return gang.cpg_satisfied(wl.spec, ci, lambda gi: placed[gi] + wl.groups[gi].succeeded)  # Running + Succeeded
@@ -197,27 +193,6 @@ def close(units: list[Unit]) -> list[Victim]:
         whole = kind in (DISRUPTION_ALL, GANG_AT_MIN, SURPLUS_EXCEEDED, CPG_ALL, CPG_UNSATISFIED) or len(chosen) == g.placed
         out.append(Victim(g, sorted(chosen), whole, kind, cpg_of.get(id(g))))
     return out
-
-
-def victim_words(g: Group, pods: list[int], kind: str, cpg: str | None) -> str:
-    """Why these pods of `g` are victims: the kind of victim unit, and why it is that kind
-    (model.md *Preemption* step 1; composite.md). Whether the whole group went is `wholeGroup`."""
-    spec = g.spec
-    if kind == CPG_ALL:
-        return f'whole composite pod group "{cpg}": its disruptionMode is All'
-    if kind == CPG_UNSATISFIED:
-        return f'whole composite pod group "{cpg}": the victims would have left it unsatisfied'
-    if kind == DISRUPTION_ALL:
-        return "whole group: its disruptionMode is All"
-    if kind == GANG_AT_MIN:
-        return f"whole group: a gang with no pods placed above minCount {spec.min_count}"
-    if kind == SURPLUS_EXCEEDED:
-        return f"whole group: as single pods the gang would have dropped below minCount {spec.min_count}"
-    if kind == GANG_SURPLUS:
-        words = f"single pods: the gang's pods above minCount {spec.min_count} go one by one"
-    else:
-        words = "single pods: a basic group's pods go one by one"
-    return words + ("; these were all its placed pods" if len(pods) == g.placed else "")
 
 
 # -- what a preemption decides ---------------------------------------------------------------------
