@@ -1,0 +1,132 @@
+"""`gangplank audit verify` and `gangplank audit explain`: the hash chain, the signed checkpoints, and a
+workload's history in words (audit.md)."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import typer
+
+from service.cli.common import (
+    BROKEN,
+    ClusterOpt,
+    DbOpt,
+    PublicKeyOpt,
+    RequireOpt,
+    broken,
+    check_cluster,
+    console,
+    db,
+    fail,
+    file_cluster,
+    friendly,
+    no_events,
+    out,
+)
+
+
+@friendly
+def audit_verify(cluster: str = ClusterOpt, public_key: str | None = PublicKeyOpt,
+                 require_checkpoints: bool = RequireOpt, database_url: str | None = DbOpt) -> None:
+    """Check the hash chain (and the signed checkpoints); exit 1 naming the first bad position."""
+    check_cluster(cluster)
+    from service.bootstrap import service_for
+
+    url = db(database_url, reads=True)
+
+    async def run() -> Any:
+        from service.cli.checkpoint_cli import check_store
+
+        async with service_for(url) as service:
+            store = service.store
+            verified = await store.verify(cluster)
+            reached = verified.events if verified.ok else (verified.first_bad_position or 1) - 1
+            return verified, await check_store(store, cluster, reached, public_key, require_checkpoints)
+
+    result, report = asyncio.run(run())
+    ok, bad = result.ok, result.first_bad_position
+    if report.first_bad_position is not None and (ok or report.first_bad_position < (bad or 0)):
+        ok, bad = False, report.first_bad_position
+    # what GET /audit/verify answers (also for a cluster with no events), with the checkpoints
+    body: dict[str, Any] = {"ok": ok, "events": result.events, "head": result.head}
+    if not ok:
+        body["firstBadPosition"] = bad
+    if report.count or public_key or require_checkpoints:
+        body["checkpoints"] = report.as_json()
+    out.print_json(json.dumps(body))
+    if result.ok and result.events == 0 and ok:  # a broken chain counts its good events: none means none recorded
+        no_events(cluster)
+    if not ok:
+        detail = f": {report.problem}" if bad == report.first_bad_position else ""
+        console.print(f"hash chain broken at position {bad}{detail}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(BROKEN)
+
+
+@friendly
+def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
+                                                 help="The workload, e.g. team-a/train-7."),
+                  cluster: str | None = typer.Option(
+                      None, "--cluster", metavar="NAME",
+                      help="The cluster whose stream to read (with --from-file: default, the file's cluster)."),
+                  from_file: str | None = typer.Option(None, "--from-file", metavar="FILE",
+                                                       help="Explain from an export, without any database."),
+                  database_url: str | None = DbOpt) -> None:
+    """The workload's history in words: submitted, why it waited, where it ran, who preempted it,
+    what freed its room, and where it stands now. Checks the hash chain first."""
+    from service.app.audit import causation_positions
+    from service.bootstrap import service_for
+
+    if cluster is None:
+        if not from_file:
+            fail("error: give --cluster NAME (or --from-file FILE, whose cluster is used)")
+        cluster = file_cluster(from_file)
+    check_cluster(cluster)
+    if "/" not in workload:
+        fail("error: give the workload as NAMESPACE/NAME")
+    namespace, name = workload.split("/", 1)
+    if from_file:
+        from service.cli import explain_cli
+        try:
+            found = explain_cli.file_history(from_file, cluster, namespace, name)
+        except explain_cli.NoEvents:
+            no_events(cluster)
+        except explain_cli.ChainBroken as exc:
+            broken(exc.position)
+        _explain_lines(namespace, name, cluster, *found)
+        return
+    url = db(database_url, reads=True)
+
+    async def run() -> Any:
+        async with service_for(url) as service:
+            store = service.store
+            # an explanation read from an altered record would be no explanation: the chain first
+            # (over the stored texts: a hash per event, no decoding)
+            checked = await store.verify(cluster)
+            if not checked.ok and checked.first_bad_position is not None:
+                broken(checked.first_bad_position)
+            if checked.events == 0:
+                no_events(cluster)
+            history = await service.queries.history(cluster, namespace, name)
+            if history is None:
+                return None, {}
+            causes = {}
+            for position in causation_positions(history["events"]):
+                found = await store.read(cluster, after=position - 1, limit=1)
+                if found:
+                    causes[position] = found[0].envelope()
+            return history, causes
+
+    _explain_lines(namespace, name, cluster, *asyncio.run(run()))
+
+
+def _explain_lines(namespace: str, name: str, cluster: str, history: Any, causes: dict[int, Any]) -> None:
+    from service.app.audit import explain
+
+    if history is None:
+        fail(f"error: workload {namespace}/{name} not found in cluster {cluster}", 1)
+    for line in explain(namespace, name, history["events"], causes):
+        # markup off: "[#12]" (the position) and any bracket in a message are text, not rich styles
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+

@@ -1,0 +1,176 @@
+"""`gangplank submit`, `delete` and `finish`: workloads from files (Gangplank bodies or Kubernetes
+manifests) sent to a running server, deleted, and their finished pods reported."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from service.cli.client_common import ClusterOpt, ServerOpt, TokenOpt, connect, fail, ns_name, talking
+
+if TYPE_CHECKING:
+    from gangplank_client import Client, WorkloadView
+
+
+def _inputs(files: list[str], namespace: str | None, ignore_unenforced: bool) -> Any:
+    """The Conversion of every -f (files, folders, stdin); a Gangplank body (no apiVersion/kind) is
+    taken as it is. Skipped objects and warnings go to stderr."""
+    from gangplank_client.kube import Conversion, convert, load, read_sources
+
+    total = Conversion()
+    for origin, text in read_sources(files, typer.get_text_stream("stdin")):
+        objs = load(text)
+        if len(objs) == 1 and "kind" not in objs[0] and "apiVersion" not in objs[0]:
+            body = objs[0]
+            total.workloads.append((namespace or body.pop("namespace", None) or "default", body))
+            continue
+        try:
+            part = convert(objs, namespace, ignore_unenforced=ignore_unenforced)
+        except ValueError as exc:
+            raise ValueError(f"{origin}:\n" + "\n".join(f"  {line}" for line in str(exc).splitlines())) from exc
+        total.workloads += part.workloads
+        total.stages += part.stages
+        total.warnings += part.warnings
+        total.skipped += part.skipped
+    for line in total.skipped + total.warnings:
+        typer.echo(line, err=True)
+    return total
+
+
+FilesOpt = typer.Option(..., "-f", "--filename", metavar="FILE|DIR|-",
+                        help="A Gangplank body, Kubernetes manifests, a folder of them, or '-' (stdin); repeatable.")
+
+
+def _outcome(view: WorkloadView, dry_run: bool) -> str:
+    pods = [p for g in view.status.pod_groups for p in g.pods]
+    placed = sum(p.node is not None for p in pods)
+    line = f"{view.namespace}/{view.name} {view.status.phase} ({placed}/{len(pods)} pods)"
+    waiting = [g.explanation.message for g in view.status.pod_groups if g.explanation is not None]
+    if waiting:
+        line += f": {waiting[0]}"
+    return line + (" (dry run)" if dry_run else "")
+
+
+@talking
+def submit(files: list[str] = FilesOpt,
+           namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS",
+                                                help="The namespace (default: the manifest's)."),
+           dry_run: bool = typer.Option(False, "--dry-run", help="Show the outcome, record nothing."),
+           ignore_unenforced: bool = typer.Option(False, "--ignore-unenforced",
+                                                  help="Submit pod (anti-)affinity and spread constraints as warnings."),
+           follow: bool = typer.Option(False, "--follow", help="Stay, and submit each later stage when it is due."),
+           server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
+    """Submit workloads (Gangplank bodies, or Job, JobSet, LeaderWorkerSet, scheduling.k8s.io manifests)."""
+    conversion = _inputs(files, namespace, ignore_unenforced)
+    with connect(server, cluster, token) as c:
+        for ns, body in conversion.workloads:
+            typer.echo(_outcome(c.submit(ns, body, dry_run=dry_run, idempotency_key=_key(cluster, ns, body, dry_run)), dry_run))
+        for stage in conversion.stages:
+            typer.echo(stage.line)
+        if follow and not dry_run:
+            _follow(c, cluster, conversion.stages)
+
+
+def _key(cluster: str, namespace: str, body: dict[str, Any], dry_run: bool) -> str:
+    """The same file submitted again is an idempotent replay of the first submission, not a 409."""
+    text = json.dumps([cluster, namespace, body, dry_run], sort_keys=True, separators=(",", ":"))
+    return "submit-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _reached(c: Client, wait: Any) -> bool:
+    """Every pod of the replicated jobs placed (Ready) or Succeeded (Complete)."""
+    from gangplank_client import ProblemError
+    try:
+        view = c.get_workload(wait.namespace, wait.workload)
+    except ProblemError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    pods = [p for g in view.status.pod_groups if any(g.name == rj or g.name.startswith(f"{rj}-")
+                                                       or g.name.startswith(f"{wait.workload}-{rj}")
+                                                       for rj in wait.replicated_jobs) for p in g.pods]
+    if wait.condition == "Complete":
+        return bool(pods) and all(p.phase == "Succeeded" for p in pods)
+    return bool(pods) and all(p.node is not None for p in pods)
+
+
+def _follow(c: Client, cluster: str, stages: list[Any]) -> None:
+    """Watch the feed and submit each stage once what it waits for is reached."""
+    waiting = list(stages)
+    after = c.events(after=0, limit=1).last_position
+    while waiting:
+        for stage in list(waiting):
+            if all(_reached(c, w) for w in stage.waits_for):
+                typer.echo(_outcome(c.submit(stage.namespace, stage.body,
+                                             idempotency_key=_key(cluster, stage.namespace, stage.body, False)), False))
+                waiting.remove(stage)
+        if waiting:
+            after = max(after, c.events(after=after, limit=500, wait=10).last_position)
+
+
+
+DeleteTarget = typer.Argument(None, metavar="[workload NS/NAME]")
+DeleteFilesOpt = typer.Option(None, "-f", "--filename", metavar="FILE|DIR|-",
+                              help="Delete the workloads these manifests give.")
+
+
+@talking
+def delete(target: list[str] | None = DeleteTarget,
+           files: list[str] | None = DeleteFilesOpt,
+           namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS"),
+           server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
+    """Delete the workloads of manifests (-f FILE|DIR|-), or `delete workload NS/NAME`."""
+    if target:
+        if len(target) != 2 or target[0] not in ("workload", "workloads") or files:
+            fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|- or workload NS/NAME")
+        ns, name = ns_name(target[1])
+        with connect(server, cluster, token) as c:
+            _delete_one(c, ns, name)
+        return
+    if not files:
+        fail("error: give -f FILE|DIR|- or `delete workload NS/NAME`")
+    conversion = _inputs(files, namespace, True)
+    with connect(server, cluster, token) as c:
+        for ns, body in [*conversion.workloads, *((s.namespace, s.body) for s in conversion.stages)]:
+            _delete_one(c, ns, body["name"], missing_ok=True)
+
+
+def _delete_one(c: Client, namespace: str, name: str, *, missing_ok: bool = False) -> None:
+    from gangplank_client import ProblemError
+    try:
+        c.delete_workload(namespace, name)
+    except ProblemError as exc:
+        if missing_ok and exc.status == 404:
+            typer.echo(f"{namespace}/{name} not found", err=True)
+            return
+        raise
+    typer.echo(f"workload {namespace}/{name} deleted")
+
+
+
+_PODS_ARG = typer.Argument(..., metavar="GROUP/POD...", help="The pods that finished.")
+
+
+@talking
+def finish(workload: str = typer.Argument(..., metavar="NS/NAME"),
+           pods: list[str] = _PODS_ARG,
+           phase: str = typer.Option(..., "--phase", metavar="Succeeded|Failed", help="The phase they finished in."),
+           server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
+    """Report finished pods (lifecycle.md): they leave their nodes; a gang counts its Succeeded pods."""
+    namespace, name = ns_name(workload)
+    if phase not in ("Succeeded", "Failed"):
+        fail(f"error: --phase {phase!r}: give Succeeded or Failed")
+    entries = []
+    for pod in pods:
+        group, sep, pod_name = pod.partition("/")
+        if not sep or not group or not pod_name:
+            fail(f"error: {pod!r}: give GROUP/POD")
+        entries.append({"podGroup": group, "name": pod_name, "phase": phase})
+    with connect(server, cluster, token) as c:
+        view = c.finish_pods(namespace, name, entries)
+    typer.echo(f"workload {view.namespace}/{view.name}: {view.status.phase}")
+    for g in view.status.pod_groups:
+        typer.echo(f"  {g.name}: {g.phase}, {g.placed_pods} running, {g.pending_pods} pending, "
+                   f"{g.succeeded_pods} succeeded, {g.failed_pods} failed (minCount {g.min_count})")
