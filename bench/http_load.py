@@ -339,9 +339,9 @@ async def time_rebuild(url: str, plain_fold: bool = False) -> dict[str, Any]:
     from service.app.service import Gangplank
     from service.app.snapshots import SNAPSHOT_VERSION
     from service.domain import ClusterState, Event, evolve
-    from service.domain.replay import Replay
-    from service.domain.upcasting import upcast
-    from service.domain.views import canonical
+    from service.domain.fold.fast import Replay
+    from service.domain.model.upcasting import upcast
+    from service.domain.read.views import canonical
     from service.store import open_store
     from service.store.codec import loads
 

@@ -41,8 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
-from service.domain import events as ev  # noqa: E402
-from service.domain import preemption as pre  # noqa: E402, F401  (rebound by `global pre` in main)
+from service.domain.model import events as ev  # noqa: E402
+from service.domain.preemption import flat as pre  # noqa: E402, F401  (rebound by `global pre` in main)
 from service.gcpause import configure_for_serving  # noqa: E402
 
 RACKS, PER_RACK = 10, 100
@@ -201,7 +201,7 @@ def main() -> None:
     LOW_PRIORITIES[:] = [int(p) for p in args.low_priorities.split(",")]
     global pre
     if args.reference:
-        from service.domain import decider
+        from service.domain.decide import decider
         from tests.domain import reference_preemption
         pre = decider.pre = reference_preemption  # type: ignore[assignment]
     configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
@@ -232,7 +232,7 @@ def main() -> None:
 
     pre.plan = timed_plan
     # one preemption decision: the preemptor's try that evicts (plan, its events, folding them)
-    from service.domain import decider as dec
+    from service.domain.decide import decider as dec
     decision_times: list[float] = []
     real_try = dec._try
 

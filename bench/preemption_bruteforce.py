@@ -35,9 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.domain import ClusterState, Event, Rejection, accept, evolve, handle  # noqa: E402
-from service.domain import placement as pl  # noqa: E402
-from service.domain import preemption as pre  # noqa: E402
-from service.domain.state import Group  # noqa: E402
+from service.domain.placement import routine as pl  # noqa: E402
+from service.domain.preemption import flat as pre  # noqa: E402
+from service.domain.state.cluster import Group  # noqa: E402
 
 MAX_UNITS = 8
 

@@ -33,8 +33,9 @@ from typing import Any  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.domain import ClusterState, Event, Rejection, accept, handle, scoring  # noqa: E402
-from service.domain import events as ev  # noqa: E402
+from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
+from service.domain.model import events as ev  # noqa: E402
+from service.domain.placement import scoring  # noqa: E402
 
 TRACE = next((p / "shared" / "traces" / "openb" for p in ROOT.parents if (p / "shared" / "traces" / "openb").is_dir()),
              ROOT.parent / "shared" / "traces" / "openb")

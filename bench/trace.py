@@ -170,7 +170,7 @@ class InProcess:
 
     async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         from service.domain import Event, Rejection, accept, handle
-        from service.domain.views import node_views
+        from service.domain.read.views import node_views
         parts = path.strip("/").split("/")
         if method == "GET" and parts == ["nodes"]:
             return 200, {"items": node_views(self.state)}

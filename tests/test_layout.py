@@ -1,5 +1,5 @@
 """The layout rules of the developers' guide: modules <= 700 lines, functions <= 80; and the rules
-written once (issue 21): the quorum rule only in service/domain/gang.py."""
+written once (issue 21): the quorum rule only in service/domain/model/gang.py."""
 from __future__ import annotations
 
 import ast

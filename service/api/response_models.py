@@ -1,6 +1,6 @@
 """The shapes of the HTTP API's answers, for the OpenAPI document (http.md, *Operations*).
 
-Written from the views the application answers with (service/domain/views.py, service/app/queries.py,
+Written from the views the application answers with (service/domain/read/views.py, service/app/queries.py,
 service/app/registry.py, the store's event envelope): TypedDicts with the JSON's own camelCase keys,
 so a key that is always there is required and one that is sometimes there is `NotRequired`. Nothing
 validates answers against these at run time (the answer path stays as fast as it was); the live

@@ -31,7 +31,7 @@ from service.app.service import Gangplank
 from service.app.verify import NewerRules
 from service.app.whatif import WhatIfInvalid
 from service.clock import utc_now
-from service.domain.rules import RULES
+from service.domain.model.rules import RULES
 from service.schemas import problems
 from service.schemas.envelope import idempotency_key_error
 from service.schemas.errors import InputValidationError

@@ -13,10 +13,10 @@ from typing import Any
 from service.app import audit_tree
 from service.app import verify as vd
 from service.domain import ClusterState, Event, evolve, handle
-from service.domain import events as ev
-from service.domain.reasons import preemption_words, render_decision
-from service.domain.rules import RULES
-from service.domain.upcasting import upcast
+from service.domain.model import events as ev
+from service.domain.model.reasons import preemption_words, render_decision
+from service.domain.model.rules import RULES
+from service.domain.model.upcasting import upcast
 from service.store.base import GENESIS_HASH, chain_hash
 
 

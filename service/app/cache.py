@@ -22,8 +22,8 @@ import structlog
 
 from service.app import snapshots
 from service.domain import ClusterState, Event, evolve
-from service.domain.replay import Replay, ReplayError
-from service.domain.upcasting import upcast
+from service.domain.fold.fast import Replay, ReplayError
+from service.domain.model.upcasting import upcast
 from service.gcpause import gc_paused
 from service.store.base import EventStore
 

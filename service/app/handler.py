@@ -29,7 +29,7 @@ from service.app.registry import COMMANDS
 from service.app.snapshots import Snapshotter
 from service.clock import utc_now
 from service.domain import ClusterState, Event, Rejection, accept, handle, rejection_event
-from service.domain import events as ev
+from service.domain.model import events as ev
 from service.store.base import (
     ClusterTurn,
     ConcurrencyConflict,

@@ -10,8 +10,10 @@ from typing import Any
 from service.app import audit, whatif
 from service.app.cache import ClusterCache
 from service.app.handler import AppendSignal
-from service.domain import ClusterState, scoring, views
-from service.domain.whatif import Changes
+from service.domain import ClusterState
+from service.domain.placement import scoring
+from service.domain.read import views
+from service.domain.read.whatif import Changes
 from service.store.base import EventStore, StoredEvent
 
 LONG_POLL_TICK = 0.25  # a long poll looks at the store at least this often (other writers append too)

@@ -5,7 +5,7 @@ carries none), its addressing (a workload in a namespace, or a named cluster obj
 collection it lives in (the HTTP path segment), the domain's accept function, and the view its
 answer shows. The Kafka envelope, the JSON Schemas, the HTTP inventory routes and the answers
 all derive from it. A new command type is one entry here and one accept function in
-service/domain/commands.py.
+service/domain/decide/commands.py.
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from service.domain import ClusterState, Event, scoring, views
-from service.domain import events as ev
-from service.domain.commands import ACCEPT, AcceptFn
+from service.domain import ClusterState, Event
+from service.domain.decide.commands import ACCEPT, AcceptFn
+from service.domain.model import events as ev
+from service.domain.placement import scoring
+from service.domain.read import views
 
 Addressing = Literal["workload", "object"]
 # (state after the pass, the command's name and namespace, the pass's decisions) -> the answer's view

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from service.app.cache import CachedCluster
 
 # v5: pod phases (Group.succeeded/failed, finished pods in node_of, ClusterState.finishing); v4:
-SNAPSHOT_VERSION = "state-v5"  # workloads hold composite pod groups; v3: the classes moved (dra/, workload.py).
+SNAPSHOT_VERSION = "state-v6"  # v6: the domain's classes moved into packages by concern (pickled by path)
 # The whole state: restarts rebuild from it
-LIGHT_SNAPSHOT_VERSION = "state-light-v5"  # without finished workloads: /state?at=N starts from it
+LIGHT_SNAPSHOT_VERSION = "state-light-v6"  # without finished workloads: /state?at=N starts from it
 LIGHT_PER_FULL = 50  # a light snapshot every `every` events, a full one too every 50th
 SNAPSHOT_DEFER = 10  # under load, a snapshot waits for a pause up to this many intervals
 log = structlog.get_logger("gangplank.app")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.domain.rules import RULES
+from service.domain.model.rules import RULES
 from service.store.base import canonical_json
 
 SAME, EXPLANATION, DIVERGED = "same", "explanation", "diverged"

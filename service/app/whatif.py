@@ -1,5 +1,5 @@
 """What-if replay for the adapters (audit.md, *What-if*): the recorded stream re-decided under the
-changes (`service.domain.whatif`; the document is checked by `service.schemas.whatif`), nothing
+changes (`service.domain.read.whatif`; the document is checked by `service.schemas.whatif`), nothing
 recorded."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from service.domain import Event
-from service.domain import events as ev
-from service.domain.upcasting import upcast
-from service.domain.whatif import Changes, WhatIfInvalid, what_if
+from service.domain.model import events as ev
+from service.domain.model.upcasting import upcast
+from service.domain.read.whatif import Changes, WhatIfInvalid, what_if
 
 __all__ = ["WhatIfInvalid", "domain_events", "report", "rules_current"]
 
@@ -17,7 +17,7 @@ __all__ = ["WhatIfInvalid", "domain_events", "report", "rules_current"]
 def rules_current() -> int:
     """The decider's rules version (audit.md; 0 before it exists)."""
     try:
-        from service.domain import rules  # type: ignore[attr-defined,unused-ignore]
+        from service.domain.model import rules  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return 0
     return int(getattr(rules, "RULES", 0))

@@ -106,9 +106,9 @@ def table(rows: list[list[str]]) -> list[str]:
 
 def rendered(event: dict[str, Any]) -> dict[str, Any]:
     """An event's data with its messages rendered from the codes (events are served as stored)."""
-    from service.domain.events import DECISION_TYPES
-    from service.domain.reasons import render_decision
-    from service.domain.upcasting import upcast
+    from service.domain.model.events import DECISION_TYPES
+    from service.domain.model.reasons import render_decision
+    from service.domain.model.upcasting import upcast
     data = event.get("data") or {}
     t = event.get("type", "")
     try:

@@ -72,7 +72,7 @@ async def _recorded_head(store: Any, cluster: str, position: int) -> str:
 
 
 def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
-    """The state from every event (no snapshot), folded the fast way (service.domain.replay:
+    """The state from every event (no snapshot), folded the fast way (service.domain.fold.fast:
     the same state) while the next batches are read; None when the stream is one the fast
     fold refuses (the caller folds every event instead)."""
     from operator import itemgetter
@@ -80,8 +80,8 @@ def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
     from service.app.audit import ReplayResult
     from service.bootstrap import service_for
     from service.domain import ClusterState
-    from service.domain import events as ev
-    from service.domain.replay import ReplayError
+    from service.domain.fold.fast import ReplayError
+    from service.domain.model import events as ev
 
     async def run() -> Any:
         async with service_for(url) as service:

@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from service.config import Settings
-from service.domain import events as ev
+from service.domain.model import events as ev
 from service.schemas.jsonschema import component_schemas, envelope_schema
 from service.schemas.names import CLUSTER_PATTERN
 

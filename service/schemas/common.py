@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from service.domain.quantity import QuantityError, parse_quantity
+from service.domain.model.quantity import QuantityError, parse_quantity
 from service.schemas.errors import raise_errors
 from service.schemas.names import QUALIFIED_NAME_PATTERN, qualified_name_error
 

@@ -6,12 +6,11 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from service.domain import composite_shape as tree
-from service.schemas import workload as _workload
+from service.domain.model import composite as tree
 from service.schemas.common import StrictModel
 from service.schemas.errors import raise_errors
+from service.schemas.groups import MAX_PODS_PER_WORKLOAD, PodGroup, Topology
 from service.schemas.names import DNSLabel, dns1123_label_error
-from service.schemas.workload import MAX_PODS_PER_WORKLOAD, PodGroup, Topology
 
 MAX_CHILDREN = 8  # entries in each list, before expansion
 MAX_ROOTS = 8
@@ -85,7 +84,6 @@ class CompositePodGroup(StrictModel):
 
 
 CompositePodGroup.model_rebuild()
-_workload.Workload.model_rebuild(_types_namespace={"CompositePodGroup": CompositePodGroup})
 
 
 def tree_errors(roots: list[CompositePodGroup]) -> Errors:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, WithJsonSchema, model_validator
 from pydantic_core import PydanticCustomError
 
-from service.domain.quantity import parse_quantity
+from service.domain.model.quantity import parse_quantity
 from service.schemas.cel_check import CELExpression
 from service.schemas.common import INT64_MAX, INT64_MIN, QUANTITY_SCHEMA, StrictModel, quantity_error
 from service.schemas.errors import duplicate_names as _duplicates

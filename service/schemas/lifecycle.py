@@ -1,6 +1,6 @@
 """The bodies of a job's life (lifecycle.md): finished pods (`podstatus`).
 
-Shape only; what a body names is checked against the state by the domain (domain/lifecycle.py).
+Shape only; what a body names is checked against the state by the domain (domain/decide/lifecycle.py).
 """
 from __future__ import annotations
 

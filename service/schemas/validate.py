@@ -23,11 +23,12 @@ from service.schemas.devices import (
     unknown_request,
 )
 from service.schemas.errors import InputValidationError, pydantic_errors
+from service.schemas.groups import MAX_PODS_PER_WORKLOAD
 from service.schemas.inventory import Node, PriorityClass
 from service.schemas.lifecycle import PodStatusReport, podstatus_cross_field_errors
 from service.schemas.scheduler import SchedulerConfiguration
 from service.schemas.scheduling import taint_errors
-from service.schemas.workload import MAX_PODS_PER_WORKLOAD, Workload
+from service.schemas.workload import Workload
 
 BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload", "PodStatusReport"]
 BODY_MODELS: dict[str, type[StrictModel]] = {

@@ -9,9 +9,9 @@ from fractions import Fraction
 from typing import Any
 
 from service.domain import ClusterState
-from service.domain.commands import upsert_node
-from service.domain.scoring import STRATEGIES
-from service.domain.whatif import CapacityChange, Changes, NodeChange
+from service.domain.decide.commands import upsert_node
+from service.domain.placement.scoring import STRATEGIES
+from service.domain.read.whatif import CapacityChange, Changes, NodeChange
 from service.schemas.common import PRIORITY_MAX, PRIORITY_MIN
 from service.schemas.errors import InputValidationError
 from service.schemas.validate import validate_body
@@ -116,7 +116,7 @@ def _scoring(value: Any, errors: list[dict[str, Any]]) -> str | None:
         errors.append({"loc": ["scoring", "fragmentationAware"],
                        "msg": "required with FragmentationAware, refused with the others"})
         return None
-    if strategy not in STRATEGIES:  # the decider's strategies (domain/scoring.py)
+    if strategy not in STRATEGIES:  # the decider's strategies (domain/placement/scoring.py)
         errors.append({"loc": ["scoring", "strategy"],
                        "msg": f"{strategy} is not supported by this release ({', '.join(STRATEGIES)})"})
         return None

@@ -290,7 +290,7 @@ class PostgresEventStore(SqlEventStore):
         """(position, type, schemaVersion, data) of the events read() gives: what folding
         needs, without the metadata and hashes (half the rows' bytes and JSON to decode).
         decode=False: data is the stored canonical JSON text, for a reader that decodes only
-        what it needs (service.domain.replay); rows are then the driver's records (they unpack
+        what it needs (service.domain.fold.fast); rows are then the driver's records (they unpack
         as 4-tuples), and the head hash is not remembered."""
         if limit is not None and limit <= 0:
             return []

@@ -66,7 +66,7 @@ def test_the_413_detail_states_the_limit(client: TestClient, service: RecordingG
 def test_version_is_open_to_every_role(secured: TestClient, token: str | None) -> None:
     from importlib.metadata import version
 
-    from service.domain.rules import RULES
+    from service.domain.model.rules import RULES
 
     response = secured.get("/version", headers=bearer(token) if token else {})
     assert response.status_code == 200

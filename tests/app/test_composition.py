@@ -5,7 +5,7 @@ import pytest
 
 from service.app.registry import COMMAND_TYPES, COMMANDS
 from service.bootstrap import service_for
-from service.domain.commands import ACCEPT
+from service.domain.decide.commands import ACCEPT
 from service.schemas.envelope import CommandEnvelope
 from service.schemas.jsonschema import envelope_schema
 from service.schemas.validate import BODY_MODELS

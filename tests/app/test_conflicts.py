@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from service.app.commands import Accepted
 from service.app.service import Gangplank
-from service.domain import events as ev
+from service.domain.model import events as ev
 from service.store import open_store
 from tests.app.conftest import C, CountingStore, execute, node, workload
 

@@ -16,8 +16,8 @@ from service.api.answers import HTTP_POLICY
 from service.app.commands import Accepted, Command, Origin, Rejected, Result, Submission
 from service.app.service import Gangplank
 from service.cli.main import app as cli
-from service.domain import events as ev
-from service.domain.rules import RULES
+from service.domain.model import events as ev
+from service.domain.model.rules import RULES
 from service.store import open_store
 from service.store.migrate import upgrade
 from service.store.testing import temporary_postgres_database
@@ -273,7 +273,7 @@ async def test_state_at_every_position_equals_a_plain_fold(tmp_path):
     from service.app.queries import state_view
     from service.app.service import Gangplank as G
     from service.domain import ClusterState, Event, evolve
-    from service.domain.upcasting import upcast
+    from service.domain.model.upcasting import upcast
 
     svc = G(open_store(f"sqlite+aiosqlite:///{tmp_path}/s.db"), snapshot_every=3)
     await upgrade(f"sqlite+aiosqlite:///{tmp_path}/s.db")
@@ -323,7 +323,7 @@ async def test_a_dropped_cluster_state_is_freed_although_loaded_states_are_froze
 
 
 async def test_a_dry_run_leaves_the_live_state_and_finished_workloads_untouched(tmp_path):
-    from service.domain.views import canonical
+    from service.domain.read.views import canonical
 
     url = f"sqlite+aiosqlite:///{tmp_path}/dry.db"
     await upgrade(url)

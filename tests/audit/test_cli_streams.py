@@ -18,7 +18,7 @@ from service.api.answers import HTTP_POLICY
 from service.app.commands import Accepted, Command, Origin, Result, Submission
 from service.app.service import Gangplank
 from service.cli.main import app as cli
-from service.domain import events as ev
+from service.domain.model import events as ev
 from service.store import open_store
 from service.store.migrate import upgrade
 

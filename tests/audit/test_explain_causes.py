@@ -9,7 +9,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from service.cli.main import app as cli
-from service.domain import events as ev
+from service.domain.model import events as ev
 from tests.audit.test_verdicts import _as_version_1
 from tests.audit.test_verdicts import _envelopes as _bare
 from tests.domain.sim import Sim, basic, gang, pods

@@ -1,8 +1,8 @@
 """`audit explain` words a preemptor's victims without contradicting itself (issue 18, point 4):
 the victim's `why` names the unit kind; ", the whole group" says only whether the group went."""
 from service.app import audit
-from service.domain import events as ev
-from service.domain.reasons import render_decision
+from service.domain.model import events as ev
+from service.domain.model.reasons import render_decision
 from tests.domain.sim import Sim, basic, pods
 
 

@@ -1,9 +1,10 @@
 """Reasons as codes and numbers, words rendered when read, version-1 decisions upcast (audit.md)."""
 from __future__ import annotations
 
-from service.domain import events as ev
-from service.domain import filters, reasons, upcasting
-from service.domain.rules import RULES
+from service.domain.model import events as ev
+from service.domain.model import reasons, upcasting
+from service.domain.model.rules import RULES
+from service.domain.nodes import filters
 from tests.domain.sim import Sim, basic, gang, pods
 
 

@@ -5,9 +5,9 @@ import copy
 import json
 
 from service.app.audit import replay
-from service.domain import events as ev
-from service.domain import upcasting
-from service.domain.views import canonical
+from service.domain.model import events as ev
+from service.domain.model import upcasting
+from service.domain.read.views import canonical
 from service.store.base import GENESIS_HASH, chain_hash
 from tests.domain.sim import Sim, basic, pods
 
@@ -37,7 +37,7 @@ def test_v1_stream_replays_under_v2_with_upcaster(monkeypatch):
     monkeypatch.setitem(upcasting.UPCASTERS, (ev.NODE_UPSERTED, 1),
                         lambda d: {**{k: v for k, v in d.items() if k != "labels"}, "nodeLabels": d["labels"]})
     import importlib
-    evolve_mod = importlib.import_module("service.domain.evolve")
+    evolve_mod = importlib.import_module("service.domain.fold.evolve")
     original = evolve_mod.FOLDS[ev.NODE_UPSERTED].apply
 
     def v2_handler(state, e):

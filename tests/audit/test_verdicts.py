@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from service.app import verify as vd
 from service.app.audit import replay
 from service.cli.main import app as cli
-from service.domain import events as ev
-from service.domain.rules import RULES
+from service.domain.model import events as ev
+from service.domain.model.rules import RULES
 from service.store.base import GENESIS_HASH, chain_hash
 from tests.domain.sim import Sim, basic, gang, pods
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from service.app.whatif import domain_events, report
 from service.cli.main import app as cli
-from service.domain.whatif import CapacityChange, Changes, scaled
+from service.domain.read.whatif import CapacityChange, Changes, scaled
 from service.schemas.errors import InputValidationError
 from service.schemas.whatif import parse_changes
 from tests.audit.test_cli_streams import C, _record

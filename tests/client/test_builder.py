@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gangplank_client import BuildError, WorkloadBuilder, quantity
-from service.domain.quantity import QuantityError, parse_quantity
+from service.domain.model.quantity import QuantityError, parse_quantity
 from service.schemas.validate import InputValidationError, validate_body
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from service.domain import dra
-from service.domain import placement as pl
-from service.domain import victims as vu
-from service.domain.preemption import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit, victim_why
-from service.domain.state import ClusterState, Group
+from service.domain.placement import routine as pl
+from service.domain.preemption import victims as vu
+from service.domain.preemption.flat import NO_VICTIMS, NOT_ALLOWED, WOULD_NOT_HELP, Plan, Refusal, Unit, victim_why
+from service.domain.state.cluster import ClusterState, Group
 
 # the types and reasons are the service's own: only the algorithm is the reference's
 __all__ = ["NOT_ALLOWED", "NO_VICTIMS", "WOULD_NOT_HELP", "Plan", "Refusal", "Unit", "candidate_units", "plan", "victim_why"]

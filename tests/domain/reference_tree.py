@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from service.domain import placement as pl
-from service.domain.state import ClusterState
+from service.domain.placement import routine as pl
+from service.domain.state.cluster import ClusterState
 
 
 def _apply(state: ClusterState, wl_key: tuple[str, str], gi: int, res: pl.Attempt) -> None:

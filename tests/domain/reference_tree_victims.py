@@ -4,8 +4,8 @@ victims.py computes the same bottom up in one walk; this one repeats a plain rul
 changes. Not used by the service."""
 from __future__ import annotations
 
-from service.domain import victims as vu
-from service.domain.workload import Group, Workload
+from service.domain.model.workload import Group, Workload
+from service.domain.preemption import victims as vu
 
 
 def _ancestors(wl: Workload, ci: int) -> list[int]:

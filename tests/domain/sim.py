@@ -5,7 +5,7 @@ import json
 from typing import Any
 
 from service.domain import ClusterState, Event, Rejection, accept, evolve, handle
-from service.domain.views import canonical, node_view, workload_view
+from service.domain.read.views import canonical, node_view, workload_view
 
 
 def pods(count: int = 1, name: str = "p", **requests: Any) -> dict[str, Any]:

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.domain import affinity as af
-from service.domain.model import NodeSpec, PodShape, node_affinity_from_body, tolerations_from_body
-from service.domain.nodes import NodeTable
+from service.domain.model.specs import NodeSpec, PodShape, node_affinity_from_body, tolerations_from_body
+from service.domain.nodes import affinity as af
+from service.domain.nodes.table import NodeTable
 
 GPU = ("nvidia.com/gpu", "present", "NoSchedule")
 
@@ -215,7 +215,7 @@ def test_a_table_without_taints_costs_one_cached_array():
 
 def test_the_mask_cache_is_bounded():
     """Masks are kept per pod shape until the next node change; many shapes in between start it over."""
-    from service.domain.nodes import MASKS_MAX
+    from service.domain.nodes.table import MASKS_MAX
     table = _table([({"k": "1"}, [], False)] * 2)
     for i in range(MASKS_MAX + 10):
         assert af.affinity_mask(table, (((("k", "In", (str(i),)),), ()),)).tolist() == [i == 1] * 2

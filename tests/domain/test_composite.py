@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain import events as ev
-from service.domain.events import Event
-from service.domain.evolve import evolve
-from service.domain.reasons import render_explanation
-from service.domain.tree_routine import Routine
-from service.domain.workload import cpg_satisfied, subtree_groups
+from service.domain.fold.evolve import evolve
+from service.domain.model import events as ev
+from service.domain.model.events import Event
+from service.domain.model.reasons import render_explanation
+from service.domain.model.workload import cpg_satisfied, subtree_groups
+from service.domain.trees.routine import Routine
 from service.schemas import validate_body
 from service.schemas.errors import InputValidationError
 from tests.domain import reference_tree
@@ -425,8 +425,9 @@ def test_skipping_trees_never_changes_a_decision(nodes, roots, steps):
     import importlib
     from unittest import mock
 
-    from service.domain import decider, tree_decide
-    evolve = importlib.import_module("service.domain.evolve")  # the module (the package exports the function)
+    from service.domain.decide import decider
+    from service.domain.decide import trees as tree_decide
+    evolve = importlib.import_module("service.domain.fold.evolve")  # the module (the package exports the function)
     skipping = _stream(roots, nodes, steps)
     with mock.patch.object(tree_decide, "_memo", lambda state, wl: None), \
             mock.patch.object(tree_decide, "_proven", lambda state, root: False), \

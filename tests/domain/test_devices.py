@@ -6,8 +6,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain import events as ev
-from service.domain.reasons import render_explanation
+from service.domain.model import events as ev
+from service.domain.model.reasons import render_explanation
 from tests.domain.sim import Sim, basic, gang, pods
 
 GPU = "gpu.example.com"
@@ -510,7 +510,7 @@ def test_decide_is_pure_and_replay_is_byte_identical():
     dump = lambda es: json.dumps([(e.type, e.data) for e in es], sort_keys=True)  # noqa: E731
     assert dump(first) == dump(second)
     assert first[0].data["claims"][0]["devices"][0]["device"] == "gpu-1"
-    from service.domain.views import canonical
+    from service.domain.read.views import canonical
     assert canonical(before) == canonical(s.state)
 
 

@@ -8,9 +8,10 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.domain import domains, filters
-from service.domain import events as ev
-from service.domain.reasons import victim_words
+from service.domain.model import events as ev
+from service.domain.model.reasons import victim_words
+from service.domain.nodes import filters
+from service.domain.placement import domains
 from tests.domain.sim import Sim, basic, gang, pods
 from tests.domain.test_devices import device_class, gpus_node, template, with_claims
 

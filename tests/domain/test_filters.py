@@ -1,4 +1,4 @@
-"""The filter table (service/domain/filters.py): one ordered list of rows shared by placement
+"""The filter table (service/domain/nodes/filters.py): one ordered list of rows shared by placement
 and explanations; a row added to it is obeyed by both."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from service.domain import filters
+from service.domain.nodes import filters
 from tests.domain.sim import Sim, basic, pods
 from tests.domain.test_devices import device_class, gpus_node, submit_claiming, template
 

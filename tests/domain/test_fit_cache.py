@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain import domains as dm
-from service.domain import placement as pl
+from service.domain.placement import domains as dm
+from service.domain.placement import routine as pl
 from tests.domain.sim import Sim, gang, pods
 
 SHAPES = [{"cpu": "2"}, {"cpu": "1", "example.com/gpu": "1"}, {"cpu": "3", "memory": "2Gi"}]

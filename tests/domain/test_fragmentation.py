@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import Event, handle, scoring
-from service.domain import events as ev
-from service.domain.fragmentation import Measure
+from service.domain import Event, handle
+from service.domain.model import events as ev
+from service.domain.placement import scoring
+from service.domain.placement.fragmentation import Measure
 from tests.domain.sim import Sim, basic, pods
 from tests.domain.test_devices import device_class, with_claims
 from tests.domain.test_sharing import consumed, gpu_node, sgpu, share_tpl, submit_share

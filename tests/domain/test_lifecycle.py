@@ -1,6 +1,6 @@
 """lifecycle.md, one example per rule: finished pods, the gang counting Succeeded pods (Kubernetes
 issue 142330), phases, conditions and counts in the views."""
-from service.domain import events as ev
+from service.domain.model import events as ev
 from tests.domain.sim import Sim, basic, gang, pods
 
 

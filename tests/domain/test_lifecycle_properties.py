@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from service.domain import ClusterState, Event, evolve
-from service.domain import events as ev
-from service.domain.views import canonical
+from service.domain.model import events as ev
+from service.domain.read.views import canonical
 from tests.domain import strategies
 from tests.domain.sim import Sim
 from tests.domain.strategies import lifecycle_streams

@@ -12,7 +12,7 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.domain.state import ClusterState
+from service.domain.state.cluster import ClusterState
 from tests.domain.sim import Sim, gang, pods
 
 CPU = st.sampled_from([1, 2, 3, 4, 6])

@@ -1,6 +1,6 @@
 """Workload-aware preemption (model.md *Preemption*); capacity counted in pods."""
-from service.domain import events as ev
-from service.domain.reasons import render_explanation
+from service.domain.model import events as ev
+from service.domain.model.reasons import render_explanation
 from tests.domain.sim import Sim, basic, gang, pods
 
 

@@ -1,6 +1,6 @@
 """Property tests of workload-aware preemption (model.md *Preemption*) over random small
 clusters crowded with lower-priority work: what every preemption decision must hold,
-determinism, replay, and identical decisions from the optimised service/domain/preemption.py
+determinism, replay, and identical decisions from the optimised service/domain/preemption/flat.py
 and the straightforward tests/domain/reference_preemption.py."""
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain import ClusterState, Event, decider, evolve
-from service.domain import events as ev
-from service.domain import preemption as pre
+from service.domain import ClusterState, Event, evolve
+from service.domain.decide import decider
+from service.domain.model import events as ev
+from service.domain.preemption import flat as pre
 from tests.domain import reference_preemption as ref
 from tests.domain import strategies
 from tests.domain.sim import Sim

@@ -1,4 +1,4 @@
-"""The fast replay (service/domain/replay.py) gives exactly the state that folding every event
+"""The fast replay (service/domain/fold/fast.py) gives exactly the state that folding every event
 with `evolve` gives: on random streams with preemption, node loss and DRA, with data as dicts
 or as the stored JSON text, in batches announced more or less far ahead, from an empty state or
 from a snapshot."""
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.domain import ClusterState, Event, evolve
-from service.domain import events as ev
-from service.domain.replay import Replay, ReplayError, replay
-from service.domain.views import canonical, workload_view
+from service.domain.fold.fast import Replay, ReplayError, replay
+from service.domain.model import events as ev
+from service.domain.read.views import canonical, workload_view
 from service.store.base import canonical_json
 from tests.domain import strategies, test_composite, test_devices, test_properties
 from tests.domain.sim import Sim, gang, pods

@@ -6,7 +6,7 @@ rebuild), because `NodeTable.column` grows `alloc`, `declared` and `used` by one
 per new name. The HTTP and Kafka adapters now refuse more than 128 resources per map and per workload
 (service/schemas/common.py MAX_RESOURCES), which bounds one request; a cluster still accumulates columns
 over many requests (every distinct resource name ever seen, in allocatable or in requests), each new
-one copying the whole table. The fix belongs in service/domain/nodes.py (NodeTable.column: grow the
+one copying the whole table. The fix belongs in service/domain/nodes/table.py (NodeTable.column: grow the
 column capacity geometrically, as _grow does for rows, and keep the logical width apart).
 """
 from __future__ import annotations
@@ -15,12 +15,12 @@ import time
 
 import pytest
 
-from service.domain.model import NodeSpec
-from service.domain.nodes import NodeTable
+from service.domain.model.specs import NodeSpec
+from service.domain.nodes.table import NodeTable
 
 
 @pytest.mark.xfail(reason="NodeTable.column pads every array by one column per new resource name (quadratic); "
-                          "owned by the decider's performance work (service/domain/nodes.py)", strict=False)
+                          "owned by the decider's performance work (service/domain/nodes/table.py)", strict=False)
 def test_many_resource_names_are_added_in_amortised_time():
     table = NodeTable()
     for i in range(16):
@@ -34,8 +34,8 @@ def test_many_resource_names_are_added_in_amortised_time():
 def test_a_cluster_refuses_resource_names_beyond_its_bound(monkeypatch):
     """Every resource name is a column of the node table for good: a cluster accepts at most
     MAX_CLUSTER_RESOURCES names (a 422 naming the field), so no one can widen it without end."""
-    from service.domain import commands
-    from service.domain.commands import Rejection, accept
+    from service.domain.decide import commands
+    from service.domain.decide.commands import Rejection, accept
     from tests.domain.sim import Sim, basic, pods
 
     monkeypatch.setattr(commands, "MAX_CLUSTER_RESOURCES", 4)  # pods, cpu, memory and one more

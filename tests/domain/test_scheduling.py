@@ -1,6 +1,6 @@
 """The scheduling rules of model.md, one example each."""
-from service.domain import events as ev
-from service.domain.reasons import render_explanation
+from service.domain.model import events as ev
+from service.domain.model.reasons import render_explanation
 from tests.domain.sim import Sim, basic, gang, pods
 
 

@@ -1,4 +1,4 @@
-"""The scoring strategy seam (domain/scoring.py): LeastAllocated spreads, by the exact score of
+"""The scoring strategy seam (domain/placement/scoring.py): LeastAllocated spreads, by the exact score of
 audit.md (*What-if*), ties to the smaller node name; MostAllocated (the default) packs."""
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain import events as ev
 from service.domain.dra import capacity
-from service.domain.views import object_views
+from service.domain.model import events as ev
+from service.domain.read.views import object_views
 from tests.domain.sim import Sim, basic, gang, pods
 from tests.domain.test_devices import GPU, device_class, with_claims
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain import affinity as af
-from service.domain import events as ev
-from service.domain import queue
+from service.domain.model import events as ev
+from service.domain.nodes import affinity as af
+from service.domain.state import queue
 from tests.domain.sim import Sim, basic, gang, pods
 from tests.domain.test_replay import check_same
 

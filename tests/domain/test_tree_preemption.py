@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.domain import ClusterState, Event, evolve
-from service.domain import events as ev
-from service.domain.workload import cpg_satisfied, subtree_groups
+from service.domain.model import events as ev
+from service.domain.model.workload import cpg_satisfied, subtree_groups
 from tests.domain.sim import Sim, basic, gang, pods
 from tests.domain.test_composite import _unique_names, assert_invariants, clusters, cpg, cpg_view, submit_tree, trees
 
@@ -227,7 +227,8 @@ def test_preemption_never_leaves_a_cpg_unsatisfied_nor_a_gang_below_min_count(no
 def test_tree_victim_units_decide_as_the_reference(nodes, roots, flats):
     from unittest import mock
 
-    from service.domain import preempt_search, victims
+    from service.domain.preemption import search as preempt_search
+    from service.domain.preemption import victims
     from tests.domain import reference_tree_victims as ref
 
     def dump(s: Sim) -> list[str]:

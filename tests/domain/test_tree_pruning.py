@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.domain import Event
-from service.domain import events as ev
-from service.domain.evolve import evolve
-from service.domain.tree_routine import Routine
+from service.domain.fold.evolve import evolve
+from service.domain.model import events as ev
+from service.domain.trees.routine import Routine
 from tests.domain import reference_tree
 from tests.domain.sim import Sim, basic, gang, pods
 
@@ -108,9 +108,10 @@ def test_skipping_rigid_trees_never_changes_a_decision(nodes, roots, steps):
     import importlib
     from unittest import mock
 
-    from service.domain import decider, tree_decide
+    from service.domain.decide import decider
+    from service.domain.decide import trees as tree_decide
     from tests.domain.test_composite import _stream
-    evolve_module = importlib.import_module("service.domain.evolve")
+    evolve_module = importlib.import_module("service.domain.fold.evolve")
     skipping = _stream(roots, nodes, steps)
     with mock.patch.object(tree_decide, "_memo", lambda state, wl: None), \
             mock.patch.object(tree_decide, "_proven", lambda state, root: False), \

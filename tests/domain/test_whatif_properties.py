@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.domain.whatif import Changes, what_if
+from service.domain.read.whatif import Changes, what_if
 from tests.domain import strategies, test_properties
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import asyncpg
 
-from service.domain.rules import RULES
+from service.domain.model.rules import RULES
 from service.store.base import GENESIS_HASH, canonical_json, chain_hash
 from tests.e2e.conftest import open_client
 from tests.e2e.helpers import Api, node, workload

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from service.app.audit import read_jsonl, replay
-from service.domain.rules import RULES
+from service.domain.model.rules import RULES
 from tests.golden import generate
 
 HERE = Path(__file__).parent

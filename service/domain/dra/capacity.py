@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from service.domain.quantity import QuantityError, parse_quantity
+from service.domain.model.quantity import QuantityError, parse_quantity
 
 Amounts = tuple[tuple[str, int], ...]  # (capacity name as written, amount), sorted by name
 

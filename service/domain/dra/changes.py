@@ -14,7 +14,7 @@ from service.domain.dra.devices import DeviceState
 from service.domain.dra.inventory import Ident, Slice
 
 if TYPE_CHECKING:
-    from service.domain.workload import Group, Workload
+    from service.domain.model.workload import Group, Workload
 
 
 def upsert_class(ds: DeviceState, name: str, body: dict[str, Any]) -> None:

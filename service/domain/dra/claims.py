@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from service.domain.model import ClaimRef
-from service.domain.quantity import QuantityError, parse_quantity
+from service.domain.model.quantity import QuantityError, parse_quantity
+from service.domain.model.specs import ClaimRef
 
 if TYPE_CHECKING:
     from service.domain.dra.devices import DeviceState
-    from service.domain.workload import Group, Workload
+    from service.domain.model.workload import Group, Workload
 
 POD = "Pod"
 GROUP = "PodGroup"

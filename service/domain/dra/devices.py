@@ -18,7 +18,7 @@ from service.domain.dra import capacity, search, sharing
 from service.domain.dra.claims import Allocation, ClaimKey, GroupInfo, Request, Template
 from service.domain.dra.index import Index
 from service.domain.dra.inventory import ALL, NODE, SELECTOR, Device, Ident, Slice
-from service.domain.nodes import NodeTable
+from service.domain.nodes.table import NodeTable
 
 
 class DeviceState:

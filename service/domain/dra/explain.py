@@ -13,7 +13,7 @@ from service.domain.dra.index import MatcherKey
 from service.domain.dra.ledger import Ledger
 
 if TYPE_CHECKING:
-    from service.domain.workload import Group
+    from service.domain.model.workload import Group
 
 Order = tuple[int, int, int]  # (use, request or -1 / past the last, kind): the entries' order
 Entry = Callable[..., None]  # entry(order, base, nodes, **extra)

@@ -14,7 +14,7 @@ import numpy as np
 from service.domain.dra.cel import evaluate
 from service.domain.dra.claims import Request
 from service.domain.dra.inventory import ALL, NODE, Selector
-from service.domain.nodes import NodeTable
+from service.domain.nodes.table import NodeTable
 
 if TYPE_CHECKING:
     from service.domain.dra.devices import DeviceState

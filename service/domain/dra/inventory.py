@@ -9,7 +9,7 @@ from typing import Any
 
 from service.domain.dra.capacity import Cap, parse_caps
 from service.domain.dra.cel import CelKey
-from service.domain.quantity import QuantityError, parse_quantity
+from service.domain.model.quantity import QuantityError, parse_quantity
 
 NODE, ALL, SELECTOR = 0, 1, 2  # how a slice reaches nodes
 _TAGS = {"bool": 0, "int": 1, "string": 2, "version": 3}  # ascending order of mixed-type values

@@ -11,10 +11,10 @@ from service.domain.dra.claims import POD, Allocation, ClaimKey
 from service.domain.dra.devices import DeviceState
 from service.domain.dra.index import Index, MatcherKey
 from service.domain.dra.sharing import Chooser
-from service.domain.nodes import NodeTable
+from service.domain.nodes.table import NodeTable
 
 if TYPE_CHECKING:
-    from service.domain.workload import Group
+    from service.domain.model.workload import Group
 
 
 class Ledger:

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from service.domain import events as ev
 from service.domain.dra import claims as cl
 from service.domain.dra.claims import GROUP, POD, WORKLOAD, Allocation, ClaimKey
 from service.domain.dra.devices import DeviceState
-from service.domain.nodes import NodeTable
+from service.domain.model import events as ev
+from service.domain.nodes.table import NodeTable
 
 if TYPE_CHECKING:
-    from service.domain.workload import Group, Workload
+    from service.domain.model.workload import Group, Workload
 
 
 @dataclass(frozen=True)

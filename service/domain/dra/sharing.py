@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from service.domain.dra.claims import Request, Share, Template
 from service.domain.dra.inventory import Attr
 from service.domain.dra.search import SEARCH_BUDGET
-from service.domain.nodes import NodeTable
+from service.domain.nodes.table import NodeTable
 
 if TYPE_CHECKING:
     from service.domain.dra.devices import DeviceState

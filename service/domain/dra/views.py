@@ -13,7 +13,7 @@ from service.domain.dra.claims import GROUP, POD, WORKLOAD, Allocation, ClaimKey
 from service.domain.dra.devices import DeviceState
 
 if TYPE_CHECKING:
-    from service.domain.workload import Group
+    from service.domain.model.workload import Group
 
 
 def share_id(cluster: str, g: Group, key: ClaimKey, request: str, k: int) -> str:

@@ -1,0 +1,426 @@
+"""evolve(state, event) -> state: fold one recorded event into the cluster state.
+
+Every change the decider makes goes through here, so folding a stream's events
+from an empty state gives exactly the live state (a property test checks it).
+
+`FOLDS` is the one table of how each event type is folded: `apply` (here), and the fast
+replay's handlers (replay.py), by name, for the event types it folds its own way. The fast
+path stays a second path for speed only: it folds a workload submitted and deleted within
+the replayed events without placing its pods (they would come out net zero), which `apply`
+cannot know; tests/domain/test_replay.py checks both give the same state. The rules both
+paths apply (conditions, explanations) are the functions below the handlers.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from service.domain import dra
+from service.domain.model import events as ev
+from service.domain.model.specs import NodeSpec, PriorityClass, workload_from_submission
+from service.domain.model.workload import PHASE_CODES, Composite, cpg_satisfied, subtree_cpgs
+from service.domain.placement import scoring
+from service.domain.state.cluster import ClusterState, Group, Workload
+
+
+def evolve(state: ClusterState, event: ev.Event) -> ClusterState:
+    fold = FOLDS.get(event.type)
+    if fold is not None:
+        fold.apply(state, event)
+    state.position = event.position
+    return state
+
+
+def _node_upserted(state: ClusterState, e: ev.Event) -> None:
+    nodes = state.nodes
+    spec = NodeSpec.from_body(e.data["name"], e.data)
+    before = nodes.index.get(spec.name)
+    old = nodes.specs[before] if before is not None and nodes.alive[before] else None
+    row = nodes.upsert(spec)
+    state._ensure_node_rows()
+    if old is None or _may_change_placement(state, old, spec):
+        state.index.dirty.add(row)  # it may have gained room, labels or schedulability
+        state.index.node_changes += 1
+        state.index.gained_room()
+
+
+def _may_change_placement(state: ClusterState, old: NodeSpec, new: NodeSpec) -> bool:
+    """False when only labels changed and no queued entry reads any of them (issue 21: such an
+    input frees nothing, and no pass re-tries anything for it)."""
+    if (old.allocatable, old.unschedulable, old.taints) != (new.allocatable, new.unschedulable, new.taints):
+        return True
+    changed = set(dict(old.labels).items() ^ dict(new.labels).items())
+    return state.index.label_read({k for k, _ in changed})
+
+
+def _node_removed(state: ClusterState, e: ev.Event) -> None:
+    state.nodes.remove(e.data["name"])
+
+
+def _priority_class(state: ClusterState, e: ev.Event) -> None:
+    state.priority_classes[e.data["name"]] = PriorityClass.from_body(e.data["name"], e.data)
+
+
+def _device_class_upserted(state: ClusterState, e: ev.Event) -> None:
+    state.device_classes[e.data["name"]] = e.data
+    dra.upsert_class(state.dra, e.data["name"], e.data)
+    state.index.classes.clear()  # what devices match changed: every queue bound is void
+
+
+def _device_class_removed(state: ClusterState, e: ev.Event) -> None:
+    state.device_classes.pop(e.data["name"], None)
+    dra.remove_class(state.dra, e.data["name"])
+    state.index.classes.clear()
+
+
+# a slice change's lost claims are keyed by the event's position: the state's, plus one
+def _slice_upserted(state: ClusterState, e: ev.Event) -> None:
+    state.resource_slices[e.data["name"]] = e.data
+    dra.upsert_slice(state.dra, e.data["name"], e.data, state.position + 1)
+    state.index.classes.clear()  # devices came, went or changed: every queue bound is void
+
+
+def _slice_removed(state: ClusterState, e: ev.Event) -> None:
+    state.resource_slices.pop(e.data["name"], None)
+    dra.remove_slice(state.dra, e.data["name"], state.position + 1)
+    state.index.classes.clear()
+
+
+def _scheduler_configured(state: ClusterState, e: ev.Event) -> None:
+    scoring.configure(state, e.data["scoringStrategy"], e.position)
+    state.index.classes.clear()  # another node order: every queue bound is void
+    state.index.dirty.update(range(state.nodes.count))
+
+
+def _submitted(state: ClusterState, e: ev.Event) -> None:
+    spec = workload_from_submission(e.data)
+    wl = Workload(spec=spec, body=e.data["spec"], position=e.position)
+    for i, gs in enumerate(spec.groups):
+        g = Group(workload=wl, index=i, spec=gs, node_of=[-1] * len(gs.pod_names),
+                  placed_at=[None] * len(gs.pod_names))
+        g.class_key = _class_key(wl, g) if gs.parent is None else None  # a tree's groups queue as its root
+        wl.groups.append(g)
+    wl.composites = [Composite(workload=wl, spec=cs) for cs in spec.cpgs]
+    state.workloads[wl.key] = wl
+    state.by_position[wl.position] = wl
+    for shape in range(len(spec.shapes)):
+        state.shape_vector(wl, shape)  # adds resource columns now, not mid-decision
+    for g in wl.groups:
+        state.sync_queue(g)
+    for ci in spec.roots:
+        state.sync_root(wl.composites[ci])
+    wl.events.append(e.position)
+
+
+def _class_key(wl: Workload, g: Group) -> tuple[Any, ...] | None:
+    """Groups with equal keys are placed identically from an empty start (skip index).
+
+    Claims a pod holds alone are keyed by their templates' content (two workloads may
+    name equal templates differently, or differ under one name); shared claims carry
+    state of their own, so their groups get no class."""
+    spec = wl.spec
+    if spec.claims or g.spec.claims:
+        return None
+    templates = dict(spec.templates)
+    runs: list[tuple[Any, int]] = []
+    for s in g.spec.pod_shapes:
+        shape = spec.shapes[s]
+        if runs and runs[-1][0] == shape:
+            runs[-1] = (shape, runs[-1][1] + 1)
+        else:
+            runs.append((shape, 1))
+    claims = tuple(json.dumps(templates.get(ref.template), sort_keys=True)
+                   for shape, _ in runs for ref in shape.claims)
+    return (tuple(runs), g.spec.gang, g.spec.min_count, g.spec.topology_key, spec.priority,
+            spec.preemption_policy, claims)
+
+
+def _deleted(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads[(e.data["namespace"], e.data["name"])]
+    for g in wl.groups:
+        if g.placed:
+            state.release_pods(g, [pod for pod, node in enumerate(g.node_of) if node >= 0])
+    dra.workload_released(state.dra, wl)
+    wl.deleted_at = e.position
+    if wl.position in state.finishing:
+        state.finishing.discard(wl.position)
+    for g in wl.groups:
+        state.sync_queue(g)
+    for ci in wl.spec.roots:
+        state.sync_root(wl.composites[ci])
+    wl.events.append(e.position)
+    for shape in range(len(wl.spec.shapes)):
+        state._shape_vectors.pop((wl.position, shape), None)
+    wl.compact()
+
+
+def _rejected(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads.get((e.data.get("namespace") or "", e.data.get("name") or ""))
+    if wl is not None:
+        wl.events.append(e.position)
+
+
+def _group_of(state: ClusterState, data: dict[str, Any]) -> Group:
+    return state.group(data["namespace"], data["workload"], data["podGroup"])
+
+
+def _scheduled(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    _place_group(state, g, e.data, e.position, e.data.get("explanation"))
+    g.workload.events.append(e.position)
+    if g.spec.parent is not None:
+        _composites_changed(g.workload, e.position)
+
+
+def _place_group(state: ClusterState, g: Group, data: dict[str, Any], position: int,
+                 explanation: dict[str, Any] | None) -> None:
+    was_scheduled = g.scheduled
+    index = state.nodes.index
+    state.place_pods(g, [(g.pod_index(p["pod"]), index[p["node"]]) for p in data["pods"]], position)
+    if "domain" in data and data["domain"] is not None:
+        g.domain = data["domain"]["value"]
+    dra.claims_allocated(state.dra, g, data.get("claims") or [])
+    placed_rule(g, was_scheduled, g.scheduled, g.spec.min_count, explanation, position)
+    satisfied_rule(g, g.scheduled, g.succeeded, g.spec.min_count, position)
+    state.sync_queue(g)
+
+
+def _child_explanations(explanation: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Name -> explanation of every child a tree explanation names, at any depth."""
+    out: dict[str, dict[str, Any]] = {}
+    stack = [explanation] if explanation is not None else []
+    while stack:
+        x = stack.pop()
+        for child in x.get("children") or ():
+            if child.get("explanation") is not None:
+                out[child["name"]] = child["explanation"]
+                if child["kind"] == "CompositePodGroup":
+                    stack.append(child["explanation"])
+    return out
+
+
+def _composites_changed(wl: Workload, position: int) -> None:
+    """After a tree's placements changed: conditions of CPGs newly satisfied, pins forgotten
+    for CPGs no longer satisfied (composite.md), roots pending again need an explanation."""
+    for c in wl.composites:
+        if cpg_satisfied(wl, c.spec.index):
+            c.explanation = None
+            if not c.ever_scheduled:
+                c.ever_scheduled = True
+                c.conditions["CompositePodGroupInitiallyScheduled"] = {
+                    "type": "CompositePodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
+                    "message": f"minGroupCount {c.spec.min_group_count} of {c.spec.children} children satisfied",
+                    "position": position}
+        else:
+            c.domain = None
+            if c.spec.parent is None:
+                c.needs_explanation = True
+
+
+def _composite_scheduled(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads[(e.data["namespace"], e.data["workload"])]
+    by_name = {g.spec.name: g for g in wl.groups}
+    explained = _child_explanations(e.data.get("explanation"))
+    for entry in e.data["groups"]:
+        g = by_name[entry["podGroup"]]
+        _place_group(state, g, entry, e.position, explained.get(entry["podGroup"]))
+    cpgs = {c.spec.name: c for c in wl.composites}
+    for entry in e.data["composites"]:
+        c = cpgs[entry["compositePodGroup"]]
+        if entry.get("domain") is not None and entry["satisfied"]:
+            c.domain = entry["domain"]["value"]
+        if not entry["satisfied"]:
+            c.explanation = explained.get(c.spec.name)
+    root = cpgs[e.data["compositePodGroup"]]
+    while root.spec.parent is not None:
+        root = wl.composites[root.spec.parent]
+    wl.events.append(e.position)
+    _composites_changed(wl, e.position)
+    root.needs_explanation = False
+
+
+def _composite_unschedulable(state: ClusterState, e: ev.Event) -> None:
+    wl = state.workloads[(e.data["namespace"], e.data["workload"])]
+    root = next(c for c in wl.composites if c.spec.name == e.data["compositePodGroup"])
+    root.explanation = e.data["explanation"]
+    root.needs_explanation = False
+    explained = _child_explanations(e.data["explanation"])
+    for c in wl.composites:
+        if c.spec.root == root.spec.root and c is not root:
+            c.explanation = explained.get(c.spec.name)
+    for g in wl.groups:
+        if g.spec.parent is not None and wl.spec.cpgs[g.spec.parent].root == root.spec.root:
+            g.explanation = explained.get(g.spec.name, g.explanation)
+            g.needs_explanation = False
+    state.sync_root(root)
+    wl.events.append(e.position)
+
+
+def _unschedulable(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    g.explanation = e.data["explanation"]
+    g.needs_explanation = False
+    state.sync_queue(g)
+    g.workload.events.append(e.position)
+
+
+def _release(state: ClusterState, g: Group, pods: list[dict[str, Any]],
+             claims: list[dict[str, Any]] | None, position: int) -> None:
+    indices = [g.pod_index(p["pod"]) for p in pods]
+    state.release_pods(g, indices)
+    dra.claims_dropped(state.dra, g, claims)
+    g.needs_explanation = True
+    satisfied_rule(g, g.scheduled, g.succeeded, g.spec.min_count, position)
+    state.sync_queue(g)
+
+
+def _pods_finished(state: ClusterState, e: ev.Event) -> None:
+    """PodsFinished (lifecycle.md *Reporting finished pods*): each pod leaves its node, with its own
+    claims, its group's once no pod of the group runs, the workload's once none of it runs."""
+    wl = state.workloads[(e.data["namespace"], e.data["workload"])]
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for p in e.data["pods"]:
+        by_group.setdefault(p["podGroup"], []).append(p)
+    by_name = {g.spec.name: g for g in wl.groups}
+    tree = False
+    for name, pods in by_group.items():
+        g = by_name[name]
+        was_scheduled = g.scheduled
+        indices = [g.pod_index(p["pod"]) for p in pods]
+        claims = dra.claims_released(state.dra, state.nodes, g, indices)
+        for phase, code in PHASE_CODES.items():
+            chosen = [i for i, p in zip(indices, pods) if p["phase"] == phase]
+            if chosen:
+                state.finish_pods(g, chosen, code)
+        dra.claims_dropped(state.dra, g, claims)
+        if was_scheduled and not g.scheduled:
+            g.needs_explanation = True  # unsatisfied now: its next failed try is explained
+        satisfied_rule(g, g.scheduled, g.succeeded, g.spec.min_count, e.position)
+        state.sync_queue(g)
+        tree = tree or g.spec.parent is not None
+    if tree:
+        _composites_changed(wl, e.position)
+    wl.events.append(e.position)
+
+
+def _preempted(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    _release(state, g, e.data["pods"], e.data.get("claimsReleased"), e.position)
+    pre = e.data["preemptor"]
+    g.conditions["DisruptionTarget"] = disruption_target(pre, e.position)
+    g.workload.events.append(e.position)
+    if g.spec.parent is not None:
+        wl = g.workload
+        top = e.data.get("compositePodGroup")
+        if top is not None:  # the CPG that went as a whole, and every CPG inside it (composite.md *Views*)
+            ci = next(c.spec.index for c in wl.composites if c.spec.name == top)
+            for cj in subtree_cpgs(wl, ci):
+                wl.composites[cj].conditions["DisruptionTarget"] = disruption_target(pre, e.position)
+        _composites_changed(wl, e.position)
+    preemptor = state.workloads.get((pre["namespace"], pre["workload"]))
+    if preemptor is not None and preemptor is not g.workload:
+        preemptor.events.append(e.position)
+
+
+def _lost(state: ClusterState, e: ev.Event) -> None:
+    g = _group_of(state, e.data)
+    _release(state, g, e.data["pods"], e.data.get("claimsReleased"), e.position)
+    g.workload.events.append(e.position)
+    if g.spec.parent is not None:
+        _composites_changed(g.workload, e.position)
+
+
+# -- the rules the fast replay applies too ---------------------------------------------------
+class GroupRecord(Protocol):
+    """What the rules read and write of a group: a live `Group`, or the fast replay's record."""
+    placed: int
+    explanation: Any
+    needs_explanation: bool
+    conditions: dict[str, dict[str, Any]]
+    ever_scheduled: bool
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def pending(self) -> bool: ...
+
+
+def placed_rule(g: GroupRecord, was_scheduled: bool, scheduled: bool, min_count: int, explanation: Any,
+                position: int) -> None:
+    """After pods of g were placed (PodGroupScheduled / PodsScheduled): its explanation, and the
+    PodGroupInitiallyScheduled condition the first time it is scheduled."""
+    if explanation is not None:
+        g.explanation = explanation
+    g.needs_explanation = False
+    if scheduled and not was_scheduled and not g.ever_scheduled:
+        g.ever_scheduled = True
+        g.conditions["PodGroupInitiallyScheduled"] = {
+            "type": "PodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
+            "message": f"{g.placed} of {g.total} pods placed (minCount {min_count})",
+            "position": position}
+    if not g.pending:
+        g.explanation = None
+
+
+SATISFIED = "PodGroupSatisfied"
+
+
+def satisfied_rule(g: GroupRecord, satisfied: bool, succeeded: int, min_count: int, position: int) -> None:
+    """The PodGroupSatisfied condition (lifecycle.md *Conditions and views*), from the group's first
+    scheduling on: its status and `position` change when the group turns satisfied or not; its
+    message follows the counts."""
+    if not g.ever_scheduled:
+        return
+    status = "True" if satisfied else "False"
+    message = f"{g.placed} running, {succeeded} succeeded, minCount {min_count}"
+    cond = g.conditions.get(SATISFIED)
+    if cond is None or cond["status"] != status:
+        g.conditions[SATISFIED] = {"type": SATISFIED, "status": status,
+                                   "reason": "MinCountMet" if satisfied else "MinCountNotMet",
+                                   "message": message, "position": position}
+    elif cond["message"] != message:
+        g.conditions[SATISFIED] = {**cond, "message": message}
+
+
+def disruption_target(pre: dict[str, Any], position: int) -> dict[str, Any]:
+    """The condition a PodGroupPreempted sets on its victim group."""
+    return {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+            "message": f"preempted by {pre['namespace']}/{pre['workload']} (priority {pre['priority']})",
+            "position": position}
+
+
+# -- the table ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fold:
+    """How one event type is folded: `apply` by evolve; `replay` (dict data) and `replay_lean`
+    (the stored JSON text) name the methods of replay.Replay that fold it for a transient
+    workload (returning False to leave the event to `apply`)."""
+    apply: Callable[[ClusterState, ev.Event], None]
+    replay: str | None = None
+    replay_lean: str | None = None
+
+
+FOLDS: dict[str, Fold] = {
+    ev.NODE_UPSERTED: Fold(_node_upserted),
+    ev.NODE_REMOVED: Fold(_node_removed),
+    ev.PRIORITY_CLASS_UPSERTED: Fold(_priority_class),
+    ev.DEVICE_CLASS_UPSERTED: Fold(_device_class_upserted),
+    ev.DEVICE_CLASS_REMOVED: Fold(_device_class_removed),
+    ev.RESOURCE_SLICE_UPSERTED: Fold(_slice_upserted),
+    ev.RESOURCE_SLICE_REMOVED: Fold(_slice_removed),
+    ev.WORKLOAD_SUBMITTED: Fold(_submitted, "_submitted", "_submitted_lean"),
+    ev.WORKLOAD_DELETED: Fold(_deleted, "_deleted", "_deleted_lean"),
+    ev.COMMAND_REJECTED: Fold(_rejected),
+    ev.SCHEDULER_CONFIGURED: Fold(_scheduler_configured),
+    ev.PODS_FINISHED: Fold(_pods_finished, "_lifecycle"),
+    ev.POD_GROUP_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
+    ev.PODS_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
+    ev.POD_GROUP_UNSCHEDULABLE: Fold(_unschedulable, "_unschedulable"),
+    ev.POD_GROUP_PREEMPTED: Fold(_preempted, "_preempted"),
+    ev.PODS_LOST: Fold(_lost, "_lost"),
+    ev.COMPOSITE_POD_GROUP_SCHEDULED: Fold(_composite_scheduled),
+    ev.COMPOSITE_POD_GROUP_UNSCHEDULABLE: Fold(_composite_unschedulable),
+}

@@ -1,0 +1,2 @@
+"""The vocabulary: quantities, specs, a tree's shape, the gang and quorum rules, live workloads, events,
+reasons, the rules version."""

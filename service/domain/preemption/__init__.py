@@ -1,0 +1,1 @@
+"""Workload-aware preemption: victim units, the search over units, flat preemption."""

@@ -1,0 +1,1 @@
+"""Read models: views and what-if replay."""

@@ -1,0 +1,325 @@
+"""What-if replay (audit.md, *What-if*): re-decide a recorded stream, or a range of it, under
+changes, next to the stream as recorded, and report both worlds per workload and in totals.
+
+Two states leave the start (the recorded inputs at or before `from` with all their decisions):
+the recorded world folds the recorded decisions (`evolve`), the what-if world re-decides every
+recorded input (`handle`) under the changes, with the `nodes` entries decided as inputs of their
+own. The recorded inputs are the clock of both: a decision is dated by the recorded position of
+the input that caused it (a `nodes` entry by its `at`). Pure: the same record and changes give
+the same report.
+"""
+from __future__ import annotations
+
+import bisect
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
+from typing import Any
+
+from service.domain.decide.decider import handle
+from service.domain.fold.evolve import evolve
+from service.domain.model import events as ev
+from service.domain.model.quantity import CPU, format_quantity, parse_quantity
+from service.domain.read.views import workload_phase
+from service.domain.state.cluster import ClusterState
+
+Key = tuple[str, str]
+
+
+class WhatIfInvalid(ValueError):
+    """A change that cannot apply: `loc` names the entry (from the document's root)."""
+
+    def __init__(self, loc: Sequence[str | int], msg: str) -> None:
+        super().__init__(msg)
+        self.loc, self.msg = list(loc), msg
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    index: int  # in the document's `nodes`
+    at: int
+    kind: str  # remove | add | cordon | uncordon
+    name: str
+    data: dict[str, Any] | None = None  # add: the NodeUpserted data of its body
+
+
+@dataclass(frozen=True)
+class CapacityChange:
+    resource: str
+    factor: Fraction
+    selector: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Changes:
+    start: int = 0  # `from`
+    until: int | None = None
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    nodes: list[NodeChange] = field(default_factory=list)
+    capacity: list[CapacityChange] = field(default_factory=list)
+    withdraw: list[Key] = field(default_factory=list)
+    scoring: str | None = None
+
+
+@dataclass
+class _Track:
+    """One workload in one world."""
+    priority: int
+    scheduled_at: int | None = None
+    suffered: int = 0
+    caused: int = 0
+
+
+@dataclass
+class _World:
+    state: ClusterState
+    tracks: dict[Key, _Track] = field(default_factory=dict)
+    bodies: dict[str, dict[str, Any]] = field(default_factory=dict)  # live nodes' NodeUpserted data
+    skipped: set[int] = field(default_factory=set)  # recorded input positions skipped
+    preemptions: int = 0
+
+    def note(self, date: int, inp: ev.Event | None, decisions: Sequence[ev.Event], in_range: bool) -> None:
+        """After an input and its decisions: submissions, preemptions, first Scheduled dates."""
+        touched: list[Key] = []
+        if inp is not None and inp.type == ev.WORKLOAD_SUBMITTED:
+            key = (inp.data["namespace"], inp.data["name"])
+            self.tracks.setdefault(key, _Track(int(inp.data["priority"])))
+            touched.append(key)
+        if inp is not None and inp.type == ev.NODE_UPSERTED:
+            self.bodies[inp.data["name"]] = inp.data
+        elif inp is not None and inp.type == ev.NODE_REMOVED:
+            self.bodies.pop(inp.data["name"], None)
+        for d in decisions:
+            key = (d.data.get("namespace", ""), d.data.get("workload", ""))
+            touched.append(key)
+            if d.type == ev.POD_GROUP_PREEMPTED and in_range:
+                self.preemptions += 1
+                if (victim := self.tracks.get(key)) is not None:
+                    victim.suffered += 1
+                pre = d.data.get("preemptor") or {}
+                if (by := self.tracks.get((pre.get("namespace", ""), pre.get("workload", "")))) is not None:
+                    by.caused += 1
+        for key in touched:
+            track, wl = self.tracks.get(key), self.state.workloads.get(key)
+            if track is not None and track.scheduled_at is None and wl is not None \
+                    and workload_phase(wl) == "Scheduled":
+                track.scheduled_at = date
+
+
+def _groups(events: Sequence[ev.Event]) -> list[tuple[ev.Event, list[ev.Event]]]:
+    """Each input with the decisions it caused (the events after it, up to the next input)."""
+    out: list[tuple[ev.Event, list[ev.Event]]] = []
+    for e in events:
+        if e.type in ev.INPUT_TYPES or not out:
+            out.append((e, []))
+        else:
+            out[-1][1].append(e)
+    return out
+
+
+def scaled(data: dict[str, Any], capacity: Sequence[CapacityChange]) -> dict[str, Any]:
+    """A NodeUpserted's data with the capacity factors applied (rounded down to the unit)."""
+    alloc = data.get("allocatable") or {}
+    labels = data.get("labels") or {}
+    changed = dict(alloc)
+    for c in capacity:
+        if c.resource in changed and all(labels.get(k) == v for k, v in c.selector.items()):
+            units = parse_quantity(changed[c.resource], c.resource)
+            out = (units * c.factor.numerator) // c.factor.denominator
+            changed[c.resource] = format_quantity(out, c.resource) if c.resource == CPU else str(out)
+    return data if changed == alloc else {**data, "allocatable": changed}
+
+
+def what_if(cluster: str, events: Sequence[ev.Event], changes: Changes, rules_current: int) -> dict[str, Any]:
+    """The what-if report (audit.md) of `events` (a cluster's stream from position 1, upcast) under
+    `changes`. Raises WhatIfInvalid for an entry that cannot apply."""
+    last = events[-1].position if events else 0
+    start, until = changes.start, last if changes.until is None else changes.until
+    if start > until:
+        raise WhatIfInvalid(["from"], f"from ({start}) is after until ({until})")
+    groups = _groups(events)
+    base = _World(ClusterState(cluster))
+    prefix = [(i, d) for i, d in groups if i.position <= start]
+    for inp, decisions in prefix:
+        for e in (inp, *decisions):
+            evolve(base.state, e)
+        base.note(inp.position, inp, decisions, False)
+    ranged = [(i, d) for i, d in groups[len(prefix):] if i.position <= until]
+    submitted = {(i.data["namespace"], i.data["name"]): i.position for i, _ in ranged
+                 if i.type == ev.WORKLOAD_SUBMITTED}
+    _check(changes, start, until, submitted)
+    recorded, whatif = base, copy.deepcopy(base)
+    if changes.scoring is not None:
+        whatif.state.scoring = changes.scoring  # for the whole range (sharing.md, audit.md)
+    whatif_run = _WhatIfRun(whatif, changes, until)
+    whatif_run.scale_live()
+    rules: set[int] = set()
+    for inp, decisions in ranged:
+        whatif_run.entries_before(inp.position)
+        for e in (inp, *decisions):
+            evolve(recorded.state, e)
+        recorded.note(inp.position, inp, decisions, True)
+        rules.update(int(d.data.get("rules", 0)) for d in decisions)
+        whatif_run.recorded_input(inp)
+    whatif_run.entries_before(None)
+    inputs = [i.position for i, _ in groups if i.type in ev.INPUT_TYPES]
+    return _report(cluster, start, until, recorded, whatif, changes, submitted, inputs, len(ranged),
+                   whatif_run.decided, rules_current, sorted(rules))
+
+
+def _check(changes: Changes, start: int, until: int, submitted: dict[Key, int]) -> None:
+    for c in changes.nodes:
+        if not start <= c.at <= until:
+            raise WhatIfInvalid(["nodes", c.index, "at"], f"at {c.at} is outside the range {start}..{until}")
+    for i, key in enumerate(changes.withdraw):
+        if key not in submitted:
+            raise WhatIfInvalid(["withdraw", i], f"workload {key[0]}/{key[1]} is not submitted in the range "
+                                                 f"{start}..{until}")
+
+
+class _WhatIfRun:
+    """The what-if world's inputs: recorded ones under the changes, and the `nodes` entries."""
+
+    def __init__(self, world: _World, changes: Changes, until: int) -> None:
+        self.world, self.changes, self.until = world, changes, until
+        self.pending = sorted(changes.nodes, key=lambda c: (c.at, c.index))
+        self.withdrawn = set(changes.withdraw)
+        self.decided = 0
+
+    def _decide(self, date: int, inp: ev.Event | None, etype: str, data: dict[str, Any]) -> None:
+        state = self.world.state
+        event = ev.Event(state.position + 1, etype, data)
+        decisions = handle(state, event)
+        self.world.note(date, event if inp is None else ev.Event(event.position, etype, data), decisions, True)
+
+    def scale_live(self) -> None:
+        """Every node live at `from` under the capacity factors (folded: no decision of its own)."""
+        if not self.changes.capacity:
+            return
+        state = self.world.state
+        for name, data in sorted(self.world.bodies.items()):
+            new = scaled(data, self.changes.capacity)
+            if new is not data:
+                evolve(state, ev.Event(state.position + 1, ev.NODE_UPSERTED, new))
+                self.world.bodies[name] = new
+
+    def entries_before(self, position: int | None) -> None:
+        """Decide the `nodes` entries whose `at` is before `position` (None: all that are left)."""
+        while self.pending and (position is None or self.pending[0].at < position):
+            c = self.pending.pop(0)
+            self._entry(c)
+            self.decided += 1
+
+    def _entry(self, c: NodeChange) -> None:
+        bodies = self.world.bodies
+        loc: list[str | int] = ["nodes", c.index, c.kind]
+        if c.kind == "add":
+            assert c.data is not None
+            self._decide(c.at, None, ev.NODE_UPSERTED, scaled({**c.data, "name": c.name}, self.changes.capacity))
+            return
+        if c.name not in bodies:
+            raise WhatIfInvalid(loc, f"node {c.name!r} does not exist at position {c.at}")
+        if c.kind == "remove":
+            self._decide(c.at, None, ev.NODE_REMOVED, {"name": c.name})
+        else:
+            self._decide(c.at, None, ev.NODE_UPSERTED, {**bodies[c.name], "unschedulable": c.kind == "cordon"})
+
+    def recorded_input(self, inp: ev.Event) -> None:
+        data = self._under_changes(inp)
+        if data is None:
+            self.world.skipped.add(inp.position)
+            return
+        self._decide(inp.position, inp, inp.type, data)
+
+    def _under_changes(self, inp: ev.Event) -> dict[str, Any] | None:
+        """The input's data in the what-if world, or None when it cannot apply there (skipped)."""
+        data, state = inp.data, self.world.state
+        t = inp.type
+        if t == ev.WORKLOAD_SUBMITTED:
+            key = (data["namespace"], data["name"])
+            if key in self.withdrawn or key in state.workloads:
+                return None
+            cls = (data.get("spec") or {}).get("priorityClassName")
+            if cls in self.changes.priority_classes and "priority" not in (data.get("spec") or {}):
+                return {**data, "priority": self.changes.priority_classes[cls]}
+            return data
+        if t == ev.WORKLOAD_DELETED:
+            wl = state.workloads.get((data["namespace"], data["name"]))
+            return data if wl is not None and wl.deleted_at is None else None
+        if t == ev.NODE_REMOVED:
+            return data if data["name"] in self.world.bodies else None
+        if t == ev.NODE_UPSERTED:
+            return scaled(data, self.changes.capacity)
+        if t == ev.RESOURCE_SLICE_REMOVED:
+            return data if data["name"] in state.resource_slices else None
+        if t == ev.DEVICE_CLASS_REMOVED:
+            return data if data["name"] in state.device_classes else None
+        if t == "SchedulerConfigured" and self.changes.scoring is not None:
+            return None  # the changes' strategy governs the whole range (sharing.md)
+        return data
+
+
+# -- the report ----------------------------------------------------------------------------------
+def _fraction(value: Fraction) -> float:
+    """Rounded to 3 decimal places, half to even, from the exact value."""
+    exact = Decimal(value.numerator) / Decimal(value.denominator)
+    return float(exact.quantize(Decimal("0.001"), rounding=ROUND_HALF_EVEN))
+
+
+def _utilisation(state: ClusterState) -> dict[str, float]:
+    nodes = state.nodes
+    alive = nodes.alive[:nodes.count]
+    out: dict[str, float] = {}
+    for resource, col in nodes.resources.items():
+        rows = alive & nodes.declared[:nodes.count, col]
+        if not rows.any():
+            continue
+        total = int(nodes.alloc[:nodes.count, col][rows].sum())
+        used = int(nodes.used[:nodes.count, col][rows].sum())
+        out[resource] = _fraction(Fraction(used, total)) if total else 0.0
+    return dict(sorted(out.items()))
+
+
+def _side(world: _World, key: Key, submitted_at: int, inputs: list[int]) -> dict[str, Any]:
+    track = world.tracks.get(key) or _Track(0)
+    wl = world.state.workloads.get(key)
+    phase = workload_phase(wl) if wl is not None else "Finished"
+    placed = sum(g.placed for g in wl.groups) if wl is not None and wl.deleted_at is None else 0
+    wait = None
+    if track.scheduled_at is not None:
+        lo = bisect.bisect_right(inputs, submitted_at)
+        hi = bisect.bisect_right(inputs, track.scheduled_at)
+        wait = (hi - lo) - sum(1 for p in world.skipped if submitted_at < p <= track.scheduled_at)
+    return {"priority": track.priority, "phase": phase, "scheduledAt": track.scheduled_at, "wait": wait,
+            "placedPods": placed, "preemptionsSuffered": track.suffered, "preemptionsCaused": track.caused}
+
+
+def _totals(world: _World, rows: list[dict[str, Any]], side: str) -> dict[str, Any]:
+    sides = [r[side] for r in rows if r[side] is not None]
+    waits = [s["wait"] for s in sides if s["wait"] is not None]
+    return {"workloads": len(sides), "scheduled": sum(1 for s in sides if s["phase"] == "Scheduled"),
+            "neverScheduled": sum(1 for s in sides if s["scheduledAt"] is None),
+            "meanWait": _fraction(Fraction(sum(waits), len(waits))) if waits else None,
+            "preemptions": world.preemptions, "utilisation": _utilisation(world.state)}
+
+
+def _report(cluster: str, start: int, until: int, recorded: _World, whatif: _World, changes: Changes,
+            submitted: dict[Key, int], inputs: list[int], ranged: int, decided: int, rules_current: int,
+            rules_recorded: list[int]) -> dict[str, Any]:
+    listed: dict[Key, int] = {}
+    for key, wl in recorded.state.workloads.items():
+        if wl.position <= start and (wl.deleted_at is None or wl.deleted_at > start) or key in submitted:
+            listed[key] = wl.position
+    withdrawn = set(changes.withdraw)
+    rows = []
+    for key, at in sorted(listed.items(), key=lambda kv: kv[1]):
+        rows.append({"namespace": key[0], "name": key[1], "submittedAt": at, "withdrawn": key in withdrawn,
+                     "recorded": _side(recorded, key, at, inputs),
+                     "whatIf": None if key in withdrawn else _side(whatif, key, at, inputs)})
+    return {"cluster": cluster, "from": start, "until": until,
+            "rules": {"current": rules_current, "recorded": rules_recorded},
+            "inputs": {"recorded": ranged, "changes": decided, "skipped": len(whatif.skipped)},
+            "totals": {"recorded": _totals(recorded, rows, "recorded"), "whatIf": _totals(whatif, rows, "whatIf")},
+            "workloads": rows}

@@ -1,0 +1,1 @@
+"""The cluster aggregate's state and the queue's skip index."""

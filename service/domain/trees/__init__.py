@@ -1,0 +1,1 @@
+"""Composite pod groups: the tree routine."""
