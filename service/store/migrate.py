@@ -24,9 +24,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from .engine import make_engine, normalize_url
 from .memory import is_memory_url
 
-#: the repository's migrations/ folder; GANGPLANK_MIGRATIONS_DIR overrides it.
-MIGRATIONS_DIR = Path(os.environ.get("GANGPLANK_MIGRATIONS_DIR")
-                      or Path(__file__).resolve().parents[2] / "migrations")
+#: the migrations ship inside the package (service/store/migrations/, package data), so `gangplank
+#: migrate` works from any folder after `pip install`; GANGPLANK_MIGRATIONS_DIR overrides it.
+MIGRATIONS_DIR = Path(os.environ.get("GANGPLANK_MIGRATIONS_DIR") or Path(__file__).resolve().parent / "migrations")
 
 # Serialises concurrent `upgrade()` calls from several replicas on PostgreSQL.
 _PG_MIGRATION_LOCK = 0x6770_6D69_6772  # "gpmigr"

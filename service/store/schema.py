@@ -1,6 +1,6 @@
 """Table definitions used by the SQL event store.
 
-The tables are created only by the Alembic migrations in migrations/versions/; these
+The tables are created only by the Alembic migrations in service/store/migrations/versions/; these
 definitions mirror them so that the store can build its statements with SQLAlchemy Core.
 JSON columns are TEXT on both backends: `data` and `metadata` hold the canonical JSON
 that was hashed, byte for byte.

@@ -3,7 +3,7 @@
 Used two ways:
 - programmatically by service.store.migrate.upgrade(), which passes an open connection in
   config.attributes["connection"];
-- from the command line: `alembic -c migrations/alembic.ini upgrade head` with the URL in
+- from the command line: `alembic -c service/store/migrations/alembic.ini upgrade head` with the URL in
   `-x url=...` or GANGPLANK_DATABASE_URL.
 """
 from __future__ import annotations
@@ -12,13 +12,14 @@ import asyncio
 import os
 
 from alembic import context
+from sqlalchemy.engine import Connection
 
 from service.store.schema import metadata as target_metadata
 
 config = context.config
 
 
-def _do_run_migrations(connection) -> None:
+def _do_run_migrations(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata)
     with context.begin_transaction():
         context.run_migrations()
