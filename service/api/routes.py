@@ -29,7 +29,7 @@ from service.app.commands import Command, Origin, Replayed, Result, Submission
 from service.app.registry import COMMANDS, CommandSpec
 from service.app.service import Gangplank
 from service.app.verify import NewerRules
-from service.app.whatif import WhatIfInvalid
+from service.app.whatif import WhatIfInvalid, WhatIfUnfoldable
 from service.clock import utc_now
 from service.domain.model.rules import RULES
 from service.schemas import problems
@@ -407,6 +407,8 @@ async def what_if(request: Request[Any, Any, Any], cluster: ClusterSegment) -> R
         report = await service_of(request).queries.what_if(cluster, changes)
     except WhatIfInvalid as exc:
         raise InputValidationError.single(["body", *exc.loc], exc.msg) from exc
+    except WhatIfUnfoldable as exc:  # a record this code did not write: as GET /audit/replay answers it
+        return problem_response(problem(409, str(exc), position=exc.position))
     if report is None:
         return not_found(f"cluster {cluster!r} has no events")
     # the document of `replay --what-if --output json`, byte for byte: canonical JSON and a newline

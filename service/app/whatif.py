@@ -9,9 +9,9 @@ from typing import Any
 from service.domain import Event
 from service.domain.model import events as ev
 from service.domain.model.upcasting import upcast
-from service.domain.read.whatif import Changes, WhatIfInvalid, what_if
+from service.domain.read.whatif import Changes, WhatIfInvalid, WhatIfUnfoldable, what_if
 
-__all__ = ["WhatIfInvalid", "domain_events", "report", "rules_current"]
+__all__ = ["WhatIfInvalid", "WhatIfUnfoldable", "domain_events", "report", "rules_current"]
 
 
 def rules_current() -> int:
@@ -31,7 +31,8 @@ def domain_events(rows: Iterable[tuple[int, str, int, Any]]) -> list[Event]:
 
 def report(cluster: str, events: list[Event], changes: Changes, until: int | None = None) -> dict[str, Any]:
     """The what-if report; `until` (the CLI's --until) overrides the document's. Raises
-    WhatIfInvalid for an entry that cannot apply."""
+    WhatIfInvalid for an entry that cannot apply, WhatIfUnfoldable for a recorded event this code
+    cannot fold or re-decide."""
     if until is not None:
         changes.until = until
     return what_if(cluster, events, changes, rules_current())

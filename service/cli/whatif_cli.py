@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from service.app.audit import chain_break, read_jsonl
-from service.app.whatif import WhatIfInvalid, domain_events, report
+from service.app.whatif import WhatIfInvalid, WhatIfUnfoldable, domain_events, report
 from service.schemas.errors import InputValidationError
 from service.schemas.whatif import parse_changes
 from service.store.base import canonical_json
@@ -21,7 +21,8 @@ class NoEvents(Exception):
 
 
 class WhatIfFailed(Exception):
-    """The command's one line and exit code (2: the changes; 1: a broken chain)."""
+    """The command's one line and exit code (2: the changes, or a record this code cannot re-decide;
+    1: a broken chain)."""
 
     def __init__(self, line: str, code: int) -> None:
         super().__init__(line)
@@ -78,6 +79,8 @@ def run(cluster: str, changes_path: str, until: int | None, output: str, from_fi
         result = report(cluster, domain_events(rows), changes, until)
     except WhatIfInvalid as exc:
         raise WhatIfFailed(f"error: {changes_path}: {_where(exc.loc)}: {exc.msg}", 2) from exc
+    except WhatIfUnfoldable as exc:
+        raise WhatIfFailed(f"error: {exc}", 2) from exc
     return canonical_json(result) + "\n" if output == "json" else table(result)
 
 

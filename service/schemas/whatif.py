@@ -10,15 +10,15 @@ from typing import Any
 
 from service.domain import ClusterState
 from service.domain.decide.commands import upsert_node
-from service.domain.placement.scoring import STRATEGIES
+from service.domain.placement.scoring import STRATEGIES, recorded
 from service.domain.read.whatif import CapacityChange, Changes, NodeChange
 from service.schemas.common import PRIORITY_MAX, PRIORITY_MIN
 from service.schemas.errors import InputValidationError
+from service.schemas.names import dns1123_subdomain_error
 from service.schemas.validate import validate_body
 
 _KEYS = {"from", "until", "scoring", "priorityClasses", "nodes", "capacity", "withdraw"}
 _NODE_KINDS = ("remove", "add", "cordon", "uncordon")
-_STRATEGIES = ("MostAllocated", "LeastAllocated", "FragmentationAware")
 _DECIMAL = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 
 
@@ -30,8 +30,12 @@ def _position(value: Any, loc: list[Any], errors: list[dict[str, Any]]) -> int |
 
 
 def _name(value: Any, loc: list[Any], errors: list[dict[str, Any]]) -> str | None:
+    """A node name, as `PUT /nodes/{name}` takes it (a DNS-1123 subdomain)."""
     if not isinstance(value, str) or not value:
         errors.append({"loc": loc, "msg": "must be a node name (a non-empty string)"})
+        return None
+    if (reason := dns1123_subdomain_error(value)) is not None:
+        errors.append({"loc": loc, "msg": f"must be a node name: {reason}"})
         return None
     return value
 
@@ -99,28 +103,38 @@ def _capacity(i: int, entry: Any, errors: list[dict[str, Any]]) -> CapacityChang
         ok = False
     if not ok or value is None or not isinstance(resource, str):
         return None
-    return CapacityChange(resource, value, dict(selector))
+    return CapacityChange(resource, value, dict(selector), i)
 
 
-def _scoring(value: Any, errors: list[dict[str, Any]]) -> str | None:
+def _scoring(value: Any, errors: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """`scoring` as the scoringStrategy it puts in force: validated as `PUT /scheduler` validates its
+    body (sharing.md), `strategy` for `type`, recorded with every default filled in."""
     if not isinstance(value, dict):
         errors.append({"loc": ["scoring"], "msg": "must be an object"})
         return None
-    for k in sorted(set(value) - {"strategy", "fragmentationAware"}):
+    unknown = sorted(set(value) - {"strategy", "fragmentationAware"})
+    for k in unknown:
         errors.append({"loc": ["scoring", k], "msg": "unknown field"})
     strategy = value.get("strategy")
-    if strategy not in _STRATEGIES:
-        errors.append({"loc": ["scoring", "strategy"], "msg": f"must be one of {', '.join(_STRATEGIES)}"})
+    if strategy not in STRATEGIES:  # the decider's strategies (domain/placement/scoring.py)
+        errors.append({"loc": ["scoring", "strategy"], "msg": f"must be one of {', '.join(STRATEGIES)}"})
         return None
     if ("fragmentationAware" in value) != (strategy == "FragmentationAware"):
         errors.append({"loc": ["scoring", "fragmentationAware"],
                        "msg": "required with FragmentationAware, refused with the others"})
         return None
-    if strategy not in STRATEGIES:  # the decider's strategies (domain/placement/scoring.py)
-        errors.append({"loc": ["scoring", "strategy"],
-                       "msg": f"{strategy} is not supported by this release ({', '.join(STRATEGIES)})"})
+    body = {"type": strategy, **({"fragmentationAware": value["fragmentationAware"]}
+                                 if "fragmentationAware" in value else {})}
+    try:
+        checked = validate_body("SchedulerConfiguration", {"scoringStrategy": body}, loc=())
+    except InputValidationError as exc:
+        for e in exc.errors:
+            where = ["strategy" if p == "type" else p for p in e["loc"][1:]]
+            errors.append({**e, "loc": ["scoring", *where]})
         return None
-    return str(strategy)
+    if unknown:
+        return None
+    return dict(recorded(checked["scoringStrategy"])["scoringStrategy"])
 
 
 def parse_changes(doc: Any) -> Changes:

@@ -1,4 +1,4 @@
-"""The scoring strategy seam (domain/placement/scoring.py): LeastAllocated spreads, by the exact score of
+"""The scoring strategy seam (domain/placement/scoring.py, `configure`): LeastAllocated spreads, by the exact score of
 audit.md (*What-if*), ties to the smaller node name; MostAllocated (the default) packs."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.domain import ClusterState, Event, accept, handle
+from service.domain.placement import scoring
 
 
 def _run(state: ClusterState, kind: str, name: str, ns: str | None = None, body: dict[str, Any] | None = None
@@ -22,7 +23,7 @@ def _nodes_of(decisions: list[Event]) -> list[str]:
 
 def _cluster(strategy: str, nodes: dict[str, str]) -> ClusterState:
     state = ClusterState("c")
-    state.scoring = strategy
+    scoring.configure(state, {"type": strategy})  # the one seam: what-if passes a strategy so
     for name, cpu in nodes.items():
         _run(state, "UpsertNode", name, body={"allocatable": {"cpu": cpu, "pods": 20}})
     return state

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from litestar.testing import TestClient
+
 from tests.e2e.conftest import open_client
-from tests.e2e.helpers import Api, node, workload
+from tests.e2e.helpers import Api, node, run_sql, workload
 
 
 def test_what_if_over_http(pg_url: str, cluster: str, tmp_path: Path) -> None:
@@ -39,3 +41,39 @@ def test_what_if_over_http(pg_url: str, cluster: str, tmp_path: Path) -> None:
         assert client.post(Api(client, f"{cluster}-none").url("/audit/what-if"), json={},
                            headers=admin).status_code == 404
         assert client.get(api.url("/events"), headers=admin).json()["lastPosition"] == last  # nothing recorded
+
+
+def test_what_if_errors_are_problem_documents(client: TestClient, pg_url: str, cluster: str) -> None:
+    """Streams and changes the what-if world cannot follow answer a problem document, never a 500:
+    finished pods of a withdrawn workload are skipped; a capacity beyond the quantities' range, a
+    FragmentationAware without its configuration and a node name PUT /nodes refuses are 422s naming
+    the entry; a record this code did not write is a 409 naming its position."""
+    api = Api(client, cluster)
+    api.put_node("n1", node(cpu="4"))
+    assert api.submit(workload("pi", 2, cpu="1")).status_code == 201
+    body = {"pods": [{"podGroup": "workers", "name": "w-0", "phase": "Succeeded"}]}
+    assert client.post(api.url("/namespaces/team-a/workloads/pi/podstatus"), json=body).status_code == 200
+    assert api.submit(workload("next", 1, cpu="1")).status_code == 201
+    url = api.url("/audit/what-if")
+    withdrawn = client.post(url, json={"withdraw": ["team-a/pi"]})
+    assert withdrawn.status_code == 200, withdrawn.text
+    assert withdrawn.json()["inputs"]["skipped"] == 2  # pi's submission and its PodsFinished
+    for changes, loc in (
+            ({"capacity": [{"resource": "cpu", "factor": 10 ** 30}]}, ["body", "capacity", 0, "factor"]),
+            ({"scoring": {"strategy": "FragmentationAware", "fragmentationAware": 42}},
+             ["body", "scoring", "fragmentationAware"]),
+            ({"scoring": {"strategy": "FragmentationAware", "fragmentationAware": {}}},
+             ["body", "scoring", "fragmentationAware", "deviceClassName"]),
+            ({"nodes": [{"at": 1, "add": "Bad_N", "node": node(cpu="4")}]}, ["body", "nodes", 0, "add"])):
+        bad = client.post(url, json=changes)
+        assert bad.status_code == 422, (changes, bad.text)
+        assert bad.headers["content-type"].startswith("application/problem+json")
+        assert loc in [e["loc"] for e in bad.json()["errors"]], bad.json()
+    placed = run_sql(pg_url, "SELECT position FROM events WHERE cluster = $1 AND type = 'PodGroupScheduled' "
+                             "ORDER BY position LIMIT 1", cluster, fetch=True)
+    run_sql(pg_url, "UPDATE events SET data = replace(data, '\"n1\"', '\"ghost\"') "
+                    "WHERE cluster = $1 AND position = $2", cluster, placed)
+    broken = client.post(url, json={})
+    assert broken.status_code == 409, broken.text
+    assert broken.headers["content-type"].startswith("application/problem+json")
+    assert broken.json()["position"] == placed and f"event {placed}" in broken.json()["detail"]

@@ -90,8 +90,6 @@ def _slice_removed(state: ClusterState, e: ev.Event) -> None:
 
 def _scheduler_configured(state: ClusterState, e: ev.Event) -> None:
     scoring.configure(state, e.data["scoringStrategy"], e.position)
-    state.index.classes.clear()  # another node order: every queue bound is void
-    state.index.dirty.update(range(state.nodes.count))
 
 
 def _submitted(state: ClusterState, e: ev.Event) -> None:

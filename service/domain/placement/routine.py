@@ -127,8 +127,6 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
                 failed = fragmentation.place_run(state, g, run, tier_rows, vec, trial, placements, strategy)
             elif devices:
                 failed = _place_run_devices(state, g, run, tier_rows, tier_scores, cols, vec, trial, placements)
-            elif state.scoring != scoring.MOST_ALLOCATED:  # the strategy seam (scoring.py)
-                failed = scoring.place_least_allocated(state, run, tier_rows, cols, vec, trial, placements)
             else:
                 failed = _place_run(state, run, tier_rows, tier_scores, cols, vec, trial, placements)
             if failed is None:

@@ -9,27 +9,21 @@ for byte as before). A caller (what-if replay) may pass a configuration of its o
 `FragmentationAware` ranks a pod's feasible nodes by the band of the fragmentation increase,
 then the node's idle total, then the node name, and chooses each GPU within the node by the
 same measure (`Measure`). All integer arithmetic (numpy int64 over a per-node GPU layout).
-
-`ClusterState.scoring` (what-if replay's seam, audit.md) names a strategy for pods without devices:
-`LeastAllocated` is placed by `place_least_allocated` (below): each pod goes to the feasible row
-whose MostAllocated score is lowest, compared exactly, then the smallest node name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from service.domain.dra import capacity
 from service.domain.dra.claims import Request
 from service.domain.model.quantity import CPU, parse_quantity
-from service.domain.placement.scores import band_floor, node_score_exact
 
 if TYPE_CHECKING:
     from service.domain.dra.devices import DeviceState
     from service.domain.nodes.table import NodeTable
-    from service.domain.state.cluster import ClusterState
 
 MOST_ALLOCATED = "MostAllocated"
 LEAST_ALLOCATED = "LeastAllocated"
@@ -116,10 +110,13 @@ def _filled(shape: dict[str, Any]) -> dict[str, Any]:
 
 def configure(state: Any, scoring_strategy: dict[str, Any] | None, position: int | None = None) -> None:
     """Put a configuration in force on a state: the fold of SchedulerConfigured, and the
-    what-if replay's override (audit.md: a caller passes any strategy; position None)."""
+    what-if replay's override (audit.md: a caller passes any strategy, as recorded; position None).
+    Another node order voids every queue bound and may place any pending group."""
     state.scheduler = None if scoring_strategy is None else parse_scheduler({"scoringStrategy": scoring_strategy})
     state.scheduler_body = scoring_strategy
     state.scheduler_position = position
+    state.index.classes.clear()
+    state.index.dirty.update(range(state.nodes.count))
 
 
 def scheduler_view(state: Any) -> dict[str, Any]:
@@ -312,51 +309,3 @@ def shape_view(s: Shape) -> dict[str, Any]:
             dev["selectors"] = [{"cel": {"expression": e}} for e in s.selectors]
         out["devices"] = dev
     return out
-
-
-# -- LeastAllocated for what-if replay (audit.md) --------------------------------------------------
-class _Trial(Protocol):
-    def add(self, node: int, vec: np.ndarray) -> None: ...
-
-
-def _fitting(state: ClusterState, rows: np.ndarray, cols: np.ndarray, vec: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """The rows with room for a pod of `vec` now, and their MostAllocated float scores."""
-    nodes = state.nodes
-    used = np.take(nodes.used, rows, axis=0)
-    alloc = np.take(nodes.alloc, rows, axis=0)
-    ok = np.all(alloc - used >= vec, axis=1)
-    scores = np.zeros(len(rows))
-    for c in cols:
-        a = alloc[:, c]
-        scores += np.where(a > 0, (used[:, c] + vec[c]) / np.where(a > 0, a, 1), 0.0)
-    return rows[ok], scores[ok]
-
-
-def _pick_least(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.ndarray,
-                vec: np.ndarray) -> int:
-    low = scores.min()
-    band = rows[scores <= 2 * low - band_floor(low)]  # within float noise of the lowest
-    if len(band) == 1:
-        return int(band[0])
-    nodes = state.nodes
-    used = np.take(nodes.used, band, axis=0)[:, cols] + vec[cols]
-    alloc = np.take(nodes.alloc, band, axis=0)[:, cols]
-    rank = nodes.rank()[band]
-    if (used == used[0]).all() and (alloc == alloc[0]).all():
-        return int(band[np.argmin(rank)])
-    exact = [node_score_exact(ur, ar) for ur, ar in zip(used, alloc)]
-    return int(band[min(range(len(band)), key=lambda i: (exact[i], rank[i]))])
-
-
-def place_least_allocated(state: ClusterState, run: list[int], rows: np.ndarray, cols: np.ndarray,
-                          vec: np.ndarray, trial: _Trial, placements: list[tuple[int, int]]) -> int | None:
-    """Place identical pods without devices, LeastAllocated; returns the first pod that fits nowhere."""
-    for pod in run:
-        fit, scores = _fitting(state, rows, cols, vec)
-        if not len(fit):
-            return pod
-        best = _pick_least(state, fit, scores, cols, vec)
-        trial.add(best, vec)
-        placements.append((pod, best))
-    return None

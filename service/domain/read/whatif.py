@@ -21,7 +21,8 @@ from typing import Any
 from service.domain.decide.decider import handle
 from service.domain.fold.evolve import evolve
 from service.domain.model import events as ev
-from service.domain.model.quantity import CPU, format_quantity, parse_quantity
+from service.domain.model.quantity import CPU, MAX_UNITS, QuantityError, format_quantity, parse_quantity
+from service.domain.placement import scoring
 from service.domain.read.views import workload_phase
 from service.domain.state.cluster import ClusterState
 
@@ -34,6 +35,15 @@ class WhatIfInvalid(ValueError):
     def __init__(self, loc: Sequence[str | int], msg: str) -> None:
         super().__init__(msg)
         self.loc, self.msg = list(loc), msg
+
+
+class WhatIfUnfoldable(ValueError):
+    """A recorded event the what-if cannot fold or re-decide (a record this code did not write):
+    nothing after it can be re-decided. `position` is the event's."""
+
+    def __init__(self, position: int, event_type: str, cause: Exception) -> None:
+        super().__init__(f"event {position} ({event_type}) cannot be re-decided: {type(cause).__name__}: {cause}")
+        self.position = position
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,7 @@ class CapacityChange:
     resource: str
     factor: Fraction
     selector: dict[str, str] = field(default_factory=dict)
+    index: int = 0  # in the document's `capacity`
 
 
 @dataclass
@@ -60,7 +71,8 @@ class Changes:
     nodes: list[NodeChange] = field(default_factory=list)
     capacity: list[CapacityChange] = field(default_factory=list)
     withdraw: list[Key] = field(default_factory=list)
-    scoring: str | None = None
+    # the scoringStrategy in force for the whole range (a SchedulerConfigured's, defaults filled in)
+    scoring: dict[str, Any] | None = None
 
 
 @dataclass
@@ -126,8 +138,15 @@ def scaled(data: dict[str, Any], capacity: Sequence[CapacityChange]) -> dict[str
     changed = dict(alloc)
     for c in capacity:
         if c.resource in changed and all(labels.get(k) == v for k, v in c.selector.items()):
-            units = parse_quantity(changed[c.resource], c.resource)
+            try:
+                units = parse_quantity(changed[c.resource], c.resource)
+            except QuantityError:
+                continue  # a body this code did not accept: left for the fold to refuse
             out = (units * c.factor.numerator) // c.factor.denominator
+            if out > MAX_UNITS:
+                raise WhatIfInvalid(["capacity", c.index, "factor"],
+                                    f"{c.resource} of node {data.get('name')!r} would be {out} units, beyond the "
+                                    f"largest quantity ({MAX_UNITS})")
             changed[c.resource] = format_quantity(out, c.resource) if c.resource == CPU else str(out)
     return data if changed == alloc else {**data, "allocatable": changed}
 
@@ -143,30 +162,45 @@ def what_if(cluster: str, events: Sequence[ev.Event], changes: Changes, rules_cu
     base = _World(ClusterState(cluster))
     prefix = [(i, d) for i, d in groups if i.position <= start]
     for inp, decisions in prefix:
-        for e in (inp, *decisions):
-            evolve(base.state, e)
+        _fold(base, inp, decisions)
         base.note(inp.position, inp, decisions, False)
     ranged = [(i, d) for i, d in groups[len(prefix):] if i.position <= until]
     submitted = {(i.data["namespace"], i.data["name"]): i.position for i, _ in ranged
                  if i.type == ev.WORKLOAD_SUBMITTED}
     _check(changes, start, until, submitted)
     recorded, whatif = base, copy.deepcopy(base)
-    if changes.scoring is not None:
-        whatif.state.scoring = changes.scoring  # for the whole range (sharing.md, audit.md)
+    if changes.scoring is not None:  # for the whole range, through the one strategy seam (sharing.md)
+        scoring.configure(whatif.state, changes.scoring)
     whatif_run = _WhatIfRun(whatif, changes, until)
     whatif_run.scale_live()
     rules: set[int] = set()
     for inp, decisions in ranged:
         whatif_run.entries_before(inp.position)
-        for e in (inp, *decisions):
-            evolve(recorded.state, e)
+        _fold(recorded, inp, decisions)
         recorded.note(inp.position, inp, decisions, True)
         rules.update(int(d.data.get("rules", 0)) for d in decisions)
-        whatif_run.recorded_input(inp)
+        try:
+            whatif_run.recorded_input(inp)
+        except WhatIfInvalid:
+            raise
+        except Exception as exc:  # an input this code did not write: it cannot be re-decided
+            raise WhatIfUnfoldable(inp.position, inp.type, exc) from exc
     whatif_run.entries_before(None)
     inputs = [i.position for i, _ in groups if i.type in ev.INPUT_TYPES]
     return _report(cluster, start, until, recorded, whatif, changes, submitted, inputs, len(ranged),
                    whatif_run.decided, rules_current, sorted(rules))
+
+
+def _fold(world: _World, inp: ev.Event, decisions: Sequence[ev.Event]) -> None:
+    """The recorded input and its decisions folded into the world (WhatIfUnfoldable for an event
+    this code cannot fold: data it did not write, a type it does not know)."""
+    for e in (inp, *decisions):
+        if e.type not in ev.SCHEMA_VERSIONS:
+            raise WhatIfUnfoldable(e.position, e.type, ValueError(f"unknown event type {e.type!r}"))
+        try:
+            evolve(world.state, e)
+        except Exception as exc:
+            raise WhatIfUnfoldable(e.position, e.type, exc) from exc
 
 
 def _check(changes: Changes, start: int, until: int, submitted: dict[Key, int]) -> None:
@@ -248,6 +282,8 @@ class _WhatIfRun:
         if t == ev.WORKLOAD_DELETED:
             wl = state.workloads.get((data["namespace"], data["name"]))
             return data if wl is not None and wl.deleted_at is None else None
+        if t == ev.PODS_FINISHED:
+            return _running(state, data)
         if t == ev.NODE_REMOVED:
             return data if data["name"] in self.world.bodies else None
         if t == ev.NODE_UPSERTED:
@@ -256,9 +292,29 @@ class _WhatIfRun:
             return data if data["name"] in state.resource_slices else None
         if t == ev.DEVICE_CLASS_REMOVED:
             return data if data["name"] in state.device_classes else None
-        if t == "SchedulerConfigured" and self.changes.scoring is not None:
+        if t == ev.SCHEDULER_CONFIGURED and self.changes.scoring is not None:
             return None  # the changes' strategy governs the whole range (sharing.md)
         return data
+
+
+def _running(state: ClusterState, data: dict[str, Any]) -> dict[str, Any] | None:
+    """A PodsFinished in the what-if world: the named pods that run there finish where they run;
+    None (skipped) when none does, or the workload is not live there (withdrawn, deleted)."""
+    wl = state.workloads.get((data["namespace"], data["workload"]))
+    if wl is None or wl.deleted_at is not None:
+        return None
+    by_name = {g.spec.name: g for g in wl.groups}
+    names = state.nodes.names
+    pods = []
+    for p in data["pods"]:
+        g = by_name.get(p["podGroup"])
+        try:
+            node = g.node_of[g.pod_index(p["pod"])] if g is not None else -1
+        except KeyError:
+            continue
+        if node >= 0:
+            pods.append({**p, "node": names[node]})
+    return {**data, "pods": pods} if pods else None
 
 
 # -- the report ----------------------------------------------------------------------------------

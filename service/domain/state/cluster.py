@@ -33,7 +33,6 @@ class ClusterState:
     scheduler_position: int | None = None
     finished_before = 0
     finishing: set[int] = frozenset()  # type: ignore[assignment]  # states pickled before pod phases: none
-    scoring = "MostAllocated"  # the node score's strategy (domain/placement/scoring.py); what-if may set another
     moves_dropped = 0  # states pickled before the journal of moves: none dropped
 
     def __init__(self, cluster: str = "") -> None:
