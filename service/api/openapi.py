@@ -97,6 +97,13 @@ _HEADERS = {
                                            "the same Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}},
 }
 _LOCATION = {"description": "The path of the new workload", "schema": {"type": "string"}}
+# what a route answers besides what its method, path and body say (see _refusals), by operationId
+_MORE_STATUSES: dict[str, dict[str, str]] = {
+    "replayVerify": {"404": "The cluster has no events",
+                     "409": "The recorded decisions carry a newer rules version than the code's, or a record "
+                            "this code did not write"},
+    "whatIf": {"404": "The cluster has no events"},
+}
 
 
 def _problem_response(description: str) -> dict[str, Any]:
@@ -111,7 +118,7 @@ def _json_response(description: str, schema: str, headers: dict[str, Any] | None
     return response
 
 
-def _answers(operation: dict[str, Any], method: str) -> dict[str, Any]:
+def _answers(operation: dict[str, Any], method: str, records: bool = True) -> dict[str, Any]:
     """The operation's success answers, in place of Litestar's undescribed ones."""
     responses: dict[str, Any] = operation.setdefault("responses", {})
     operation_id = operation.get("operationId", "")
@@ -124,7 +131,7 @@ def _answers(operation: dict[str, Any], method: str) -> dict[str, Any]:
                             "content": {"text/plain": {"schema": {"type": "string"}}}}
         return responses
     status, schema, description = ANSWERS[operation_id]
-    headers = dict(_HEADERS) if method in ("PUT", "POST", "DELETE") else None
+    headers = dict(_HEADERS) if method in ("PUT", "POST", "DELETE") and records else None
     if status == "201":
         assert headers is not None
         responses["201"] = _json_response(description, schema, {**headers, "Location": _LOCATION})
@@ -172,35 +179,74 @@ def complete(document: dict[str, Any], app: Litestar, *, secured: bool | None = 
                 operation = document.get("paths", {}).get(route.path_format, {}).get(method.lower())
                 if operation is None:
                     continue
-                responses = _answers(operation, method)
+                responses = _answers(operation, method, handler.opt.get("records", True))
                 responses.pop("400", None)  # Litestar's parameter errors are answered as 422 here
-                responses["422"] = _problem_response("Validation failed (body, path, query or header)")
                 if access != auth.PUBLIC and secured:
                     operation["security"] = [{SECURITY_SCHEME: []}]
                     responses["401"] = _problem_response("No valid bearer token")
                     responses["403"] = _problem_response("The token's role does not cover this request")
-                if "{name}" in route.path_format and method in ("GET", "DELETE"):
-                    responses["404"] = _problem_response("No such object")
                 kind = handler.opt.get("body")
                 if kind is not None:
                     operation["requestBody"] = {
                         "required": True,
                         "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{kind}"}}},
                     }
-                    responses["415"] = _problem_response("The body's Content-Type is not JSON "
-                                                         "(application/json or another +json type)")
-                if method in ("PUT", "POST", "DELETE"):
-                    responses["413"] = _problem_response("The body is over the size limit (1 MiB), whatever it holds")
-                    parameters = operation.setdefault("parameters", [])
-                    parameters.append({
-                        "name": "Idempotency-Key", "in": "header", "required": False,
-                        "description": "1–255 printable ASCII characters; a retry with the same key and request "
-                                       "answers the first answer again, the same key with another request is a 409.",
-                        "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
-                    })
-                    responses["409"] = _problem_response("Conflict: the name exists, or the Idempotency-Key was "
-                                                         "used for another request")
+                for parameter in operation.get("parameters", ()):
+                    parameter["schema"] = _not_null(parameter.get("schema", {}))
+                if method in ("PUT", "POST", "DELETE") and handler.opt.get("records", True):
+                    operation.setdefault("parameters", []).append(_IDEMPOTENCY_KEY)
+                for status, description in _refusals(route.path_format, method, handler.opt, operation_id(operation)).items():
+                    responses[status] = _problem_response(description)
     return document
+
+
+_IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "1–255 printable ASCII characters; a retry with the same key and request answers the first "
+                   "answer again, the same key with another request is a 409.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
+}
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional parameter's schema without `null`: a parameter is absent or has a value (Litestar
+    writes `int | None` as a one-of with null, an optional enum with null among its values), and an
+    integer's bounds as integers (Litestar writes them as floats)."""
+    branches = [b for b in schema.get("oneOf", ()) if b.get("type") != "null"]
+    if len(branches) == 1 and len(schema["oneOf"]) == 2:
+        schema = {**{k: v for k, v in schema.items() if k != "oneOf"}, **branches[0]}
+    if isinstance(schema.get("type"), list) and "null" in schema["type"]:
+        kept = [t for t in schema["type"] if t != "null"]
+        schema = {**schema, "type": kept[0] if len(kept) == 1 else kept}
+        if "enum" in schema:
+            schema["enum"] = [v for v in schema["enum"] if v is not None]
+    if schema.get("type") == "integer":
+        schema = {**schema, **{k: int(v) for k, v in schema.items()
+                               if k in ("minimum", "maximum") and isinstance(v, float) and v.is_integer()}}
+    return schema
+
+
+def operation_id(operation: dict[str, Any]) -> str:
+    return str(operation.get("operationId", ""))
+
+
+def _refusals(path: str, method: str, opt: dict[str, Any], operation: str) -> dict[str, str]:
+    """Every problem status a route answers, from what it is: 422 for any input; 404 where the path
+    names an object that must exist (a read or a removal, or a command to a named workload); 413 for
+    any body over the limit; 415 where a body is read; 409 where a request is recorded (a name in
+    use, a state that refuses it, an Idempotency-Key used for another request)."""
+    statuses = {"422": "Validation failed (body, path, query or header)"}
+    named_workload = "/workloads/{name}/" in path and method == "POST"
+    if "{name}" in path and (method in ("GET", "DELETE") or named_workload):
+        statuses["404"] = "No such object" if not named_workload else "No such workload"
+    if method in ("PUT", "POST", "DELETE"):
+        statuses["413"] = "The body is over the size limit (1 MiB), whatever it holds"
+        if opt.get("records", True):
+            statuses["409"] = ("Conflict: the name exists, the object's state refuses the request, or the "
+                               "Idempotency-Key was used for another request")
+    if opt.get("body") is not None:
+        statuses["415"] = "The body's Content-Type is not JSON (application/json or another +json type)"
+    return {**statuses, **_MORE_STATUSES.get(operation, {})}
 
 
 def openapi_document(app: Litestar) -> dict[str, Any]:

@@ -301,9 +301,9 @@ class CheckpointList(TypedDict):
 
 
 class WhatIfSide(TypedDict):
-    """One workload in one world (audit.md, *What-if*)."""
+    """One workload in one world (audit.md, *What-if*): `Completed` once every pod finished (lifecycle.md)."""
     priority: int
-    phase: Literal["Pending", "Scheduled", "Finished"]
+    phase: Literal["Pending", "Scheduled", "Completed", "Finished"]
     scheduledAt: int | None
     wait: int | None
     placedPods: int

@@ -8,7 +8,8 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from litestar import Request, Response, Router, delete, get, post, put
+from litestar import Request, Response, Router, delete, get, post, put, route
+from litestar.enums import HttpMethod
 from litestar.handlers import HTTPRouteHandler
 from litestar.params import PathParameter, QueryParameter
 
@@ -47,6 +48,9 @@ from service.store.base import canonical_json
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 MAX_POSITION = 2**63 - 1  # positions are BIGINTs in the store
+# a position's bounds as integers in the OpenAPI document (Litestar writes `ge`/`le` as floats, and
+# drops them from an optional parameter's schema)
+POSITION: dict[str, Any] = {"minimum": 0, "maximum": MAX_POSITION}
 REPLAYED_HEADER = "Idempotent-Replayed"
 STATE_KEY = "gangplank"
 try:
@@ -312,7 +316,7 @@ async def list_workloads(
                                                schema_extra={"pattern": DNS1123_LABEL_PATTERN})] = None,
     phase: Annotated[Phase | None, QueryParameter(name="phase", description="Only workloads in this phase.")] = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000, description="Page size.")] = 100,
-    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION,
+    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION, schema_extra=POSITION,
                                                      description="The `next` of the previous page.")] = 0,
 ) -> Response[Any]:
     if errors := route_name_errors(request.scope, namespace):
@@ -326,7 +330,7 @@ async def list_namespace_workloads(
     request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
     phase: Annotated[Phase | None, QueryParameter(name="phase", description="Only workloads in this phase.")] = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000, description="Page size.")] = 100,
-    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION,
+    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION, schema_extra=POSITION,
                                          description="The `next` of the previous page.")] = 0,
 ) -> Response[Any]:
     """The Kubernetes path of a namespace's list (`kubectl get workloads -n team-a`): the same page as
@@ -341,7 +345,7 @@ async def list_namespace_workloads(
 
 async def events(
     request: Request[Any, Any, Any], cluster: ClusterSegment,
-    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION,
+    after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_POSITION, schema_extra=POSITION,
                                                      description="Events after this position.")] = 0,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000, description="At most this many events.")] = 100,
     wait: Annotated[float, QueryParameter(name="wait", ge=0, le=30,
@@ -353,7 +357,7 @@ async def events(
 
 async def state_at(
     request: Request[Any, Any, Any], cluster: ClusterSegment,
-    at: Annotated[int | None, QueryParameter(name="at", ge=0, le=MAX_POSITION,
+    at: Annotated[int | None, QueryParameter(name="at", ge=0, le=MAX_POSITION, schema_extra=POSITION,
                                                           description="A position; default: now.")] = None,
     include_finished: Annotated[bool, QueryParameter(
         name="includeFinished", description="Also list workloads finished by then.")] = False,
@@ -374,7 +378,7 @@ async def checkpoints(request: Request[Any, Any, Any], cluster: ClusterSegment) 
 
 async def replay_verify(
     request: Request[Any, Any, Any], cluster: ClusterSegment,
-    until: Annotated[int | None, QueryParameter(name="until", ge=0, le=MAX_POSITION,
+    until: Annotated[int | None, QueryParameter(name="until", ge=0, le=MAX_POSITION, schema_extra=POSITION,
                                                 description="Re-decide up to this position; default: all.")] = None,
 ) -> Response[Any]:
     """GET /audit/replay (audit.md): the report of replay --verify, from the store; records nothing."""
@@ -400,7 +404,7 @@ async def what_if(request: Request[Any, Any, Any], cluster: ClusterSegment) -> R
         assert content_type is not None
         return unsupported_media_type(content_type)
     try:
-        changes = parse_changes(parse_json(raw))
+        changes = parse_changes(parse_json(raw, loc=()))  # located from the document's root, then in "body"
     except InputValidationError as exc:
         raise InputValidationError([{**e, "loc": ["body", *e["loc"]]} for e in exc.errors]) from exc
     try:
@@ -447,7 +451,8 @@ def cluster_router() -> Router:
         get("/audit/replay", operation_id="replayVerify", summary="Re-decide the recorded stream and say the "
             "verdict (replay --verify)", tags=audit, opt={"access": auth.AUDIT})(replay_verify),
         post("/audit/what-if", operation_id="whatIf", summary="Re-decide the stream under changes (records nothing)",
-             tags=audit, status_code=200, opt={"access": auth.AUDIT})(what_if),
+             tags=audit, status_code=200,
+             opt={"access": auth.AUDIT, "body": "WhatIfChanges", "records": False})(what_if),
     ]
     handlers += [
         put("/scheduler", operation_id="putScheduler", summary="Configure the cluster's scheduler (scoring strategy)",
@@ -458,7 +463,27 @@ def cluster_router() -> Router:
     ]
     for upsert, remove in _inventory():
         handlers.extend(_inventory_handlers(upsert, remove))
-    return Router(path="/v1/clusters/{cluster:str}", route_handlers=handlers)
+    return Router(path="/v1/clusters/{cluster:str}", route_handlers=[*options_handlers(handlers), *handlers])
+
+
+def options_handlers(handlers: list[Any]) -> list[HTTPRouteHandler]:
+    """One OPTIONS handler per path, whose `Allow` names every method of the path. (Litestar makes its
+    own from the first handler registered on a path only, so a path of several handlers, such as
+    PUT, GET and DELETE /nodes/{name}, would list one of them.)"""
+    methods: dict[str, set[str]] = {}
+    for handler in handlers:
+        if isinstance(handler, HTTPRouteHandler):
+            for path in handler.paths:
+                methods.setdefault(path, {"OPTIONS"}).update(handler.http_methods)
+
+    def answer(allow: str) -> Callable[[], Any]:
+        async def options() -> Response[Any]:
+            return Response(content=None, status_code=204, headers={"Allow": allow}, media_type="text/plain")
+        return options
+
+    return [route(path, http_method=[HttpMethod.OPTIONS], include_in_schema=False,
+                  opt={"access": auth.PUBLIC})(answer(", ".join(sorted(allowed))))
+            for path, allowed in methods.items()]
 
 
 # -- cluster list and operations ----------------------------------------------------------------
@@ -492,7 +517,7 @@ async def metrics(request: Request[Any, Any, Any]) -> Response[Any]:
 
 def route_handlers() -> list[Any]:
     operations = ["operations"]
-    return [
+    handlers = [
         cluster_router(),
         get("/v1/clusters", operation_id="listClusters", summary="The clusters with their last positions",
             tags=["audit"], opt={"access": auth.CLUSTERS})(list_clusters),
@@ -505,3 +530,4 @@ def route_handlers() -> list[Any]:
         get("/metrics", operation_id="metrics", summary="Prometheus metrics", tags=operations,
             opt={"access": auth.PUBLIC}, media_type="text/plain")(metrics),
     ]
+    return [*options_handlers(handlers), *handlers]

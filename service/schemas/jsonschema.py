@@ -15,8 +15,11 @@ from service.app.registry import COMMANDS
 from service.schemas.envelope import CommandEnvelope
 from service.schemas.names import DNS1123_LABEL_PATTERN, DNS1123_SUBDOMAIN_PATTERN
 from service.schemas.validate import BODY_MODELS
+from service.schemas.whatif_schema import WhatIfChanges
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# documents that are not command bodies but are described beside them (checked by hand elsewhere)
+DOCUMENT_MODELS: dict[str, type[BaseModel]] = {"WhatIfChanges": WhatIfChanges}
 
 
 class _Generator(GenerateJsonSchema):
@@ -48,7 +51,8 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def component_schemas(ref_template: str = "#/components/schemas/{model}") -> dict[str, Any]:
     """Every body model and its parts, for an OpenAPI `components.schemas` section."""
-    _, top = models_json_schema([(model, "validation") for model in BODY_MODELS.values()],
+    models = [*BODY_MODELS.values(), *DOCUMENT_MODELS.values()]
+    _, top = models_json_schema([(model, "validation") for model in models],
                                 by_alias=True, ref_template=ref_template, schema_generator=_Generator)
     components: dict[str, Any] = _tidy(top.get("$defs", {}))
     return components
@@ -80,6 +84,6 @@ def envelope_schema() -> dict[str, Any]:
 
 def json_schemas() -> dict[str, dict[str, Any]]:
     """{"Node": {...}, ..., "CommandEnvelope": {...}}: one document per contracts/schemas/<Name>.json."""
-    documents = {name: model_schema(model) for name, model in BODY_MODELS.items()}
+    documents = {name: model_schema(model) for name, model in {**BODY_MODELS, **DOCUMENT_MODELS}.items()}
     documents["CommandEnvelope"] = envelope_schema()
     return documents

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, WithJsonSchema, model_validator
+from pydantic import ConfigDict, Field, StrictInt, WithJsonSchema, model_validator
 
 from service.schemas.common import QUANTITY_SCHEMA, StrictModel, quantity_error
 from service.schemas.devices import MAX_SELECTORS, CapacityRequirements, DeviceSelector
@@ -38,6 +38,8 @@ class FromHistory(StrictModel):
 
 
 class TargetWorkload(StrictModel):
+    """The pods to keep room for: exactly one of `shapes` and `fromHistory`."""
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["shapes"]}, {"required": ["fromHistory"]}]})
     shapes: list[TargetShape] = Field(None, min_length=1, max_length=1024)  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
     from_history: FromHistory = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
 

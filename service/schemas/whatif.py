@@ -17,9 +17,15 @@ from service.schemas.errors import InputValidationError
 from service.schemas.names import dns1123_subdomain_error
 from service.schemas.validate import validate_body
 
-_KEYS = {"from", "until", "scoring", "priorityClasses", "nodes", "capacity", "withdraw"}
+_KEYS = ("from", "until", "scoring", "priorityClasses", "nodes", "capacity", "withdraw")
 _NODE_KINDS = ("remove", "add", "cordon", "uncordon")
 _DECIMAL = re.compile(r"^[0-9]+(\.[0-9]+)?$")
+
+
+def _unknown(entry: dict[str, Any], allowed: tuple[str, ...], loc: list[Any], errors: list[dict[str, Any]]) -> None:
+    """An error per key that is not one of `allowed`, naming them."""
+    for k in sorted(set(entry) - set(allowed)):
+        errors.append({"loc": [*loc, k], "msg": f"Unknown field: allowed are {', '.join(allowed)}"})
 
 
 def _position(value: Any, loc: list[Any], errors: list[dict[str, Any]]) -> int | None:
@@ -45,8 +51,7 @@ def _node_entry(i: int, entry: Any, errors: list[dict[str, Any]]) -> NodeChange 
     if not isinstance(entry, dict):
         errors.append({"loc": loc, "msg": "must be an object"})
         return None
-    for k in sorted(set(entry) - {"at", "node", *_NODE_KINDS}):
-        errors.append({"loc": [*loc, k], "msg": "unknown field"})
+    _unknown(entry, ("at", *_NODE_KINDS, "node"), loc, errors)
     kinds = [k for k in _NODE_KINDS if k in entry]
     at = _position(entry.get("at"), [*loc, "at"], errors)
     if len(kinds) != 1:
@@ -79,8 +84,7 @@ def _capacity(i: int, entry: Any, errors: list[dict[str, Any]]) -> CapacityChang
     if not isinstance(entry, dict):
         errors.append({"loc": loc, "msg": "must be an object"})
         return None
-    for k in sorted(set(entry) - {"resource", "factor", "nodeSelector"}):
-        errors.append({"loc": [*loc, k], "msg": "unknown field"})
+    _unknown(entry, ("resource", "factor", "nodeSelector"), loc, errors)
     resource, factor, selector = entry.get("resource"), entry.get("factor"), entry.get("nodeSelector", {})
     ok = True
     if not isinstance(resource, str) or not resource:
@@ -113,8 +117,7 @@ def _scoring(value: Any, errors: list[dict[str, Any]]) -> dict[str, Any] | None:
         errors.append({"loc": ["scoring"], "msg": "must be an object"})
         return None
     unknown = sorted(set(value) - {"strategy", "fragmentationAware"})
-    for k in unknown:
-        errors.append({"loc": ["scoring", k], "msg": "unknown field"})
+    _unknown(value, ("strategy", "fragmentationAware"), ["scoring"], errors)
     strategy = value.get("strategy")
     if strategy not in STRATEGIES:  # the decider's strategies (domain/placement/scoring.py)
         errors.append({"loc": ["scoring", "strategy"], "msg": f"must be one of {', '.join(STRATEGIES)}"})
@@ -145,8 +148,7 @@ def parse_changes(doc: Any) -> Changes:
         doc = {}
     if not isinstance(doc, dict):
         raise InputValidationError.single([], "the changes must be an object")
-    for k in sorted(set(doc) - _KEYS):
-        errors.append({"loc": [k], "msg": "unknown field"})
+    _unknown(doc, _KEYS, [], errors)
     changes = Changes()
     if "from" in doc:
         changes.start = _position(doc["from"], ["from"], errors) or 0
