@@ -13,10 +13,10 @@ from pydantic import ConfigDict, Field, StrictInt, StrictStr
 
 from service.schemas.common import PRIORITY_MAX, PRIORITY_MIN, StrictModel
 from service.schemas.inventory import Node
+from service.schemas.names import DNSSubdomain
 from service.schemas.scheduler import FragmentationAware
 
 Position = Annotated[StrictInt, Field(ge=0, description="A position of the record (0 or more).")]
-NodeName = Annotated[StrictStr, Field(min_length=1)]
 WORKLOAD_REF = r"^[^/]+/[^/]+$"
 DECIMAL = r"^(?=.*[1-9])[0-9]+(\.[0-9]+)?$"  # above 0
 _ONE_OF_KINDS: list[Any] = [{"required": [kind]} for kind in ("remove", "add", "cordon", "uncordon")]
@@ -29,10 +29,10 @@ class NodeChangeEntry(StrictModel):
         "if": {"required": ["add"]}, "then": {"required": ["node"]}, "else": {"not": {"required": ["node"]}},
     })
     at: Position
-    remove: NodeName = None  # type: ignore[assignment]  # may be absent, never null: see StrictModel
-    add: NodeName = None  # type: ignore[assignment]
-    cordon: NodeName = None  # type: ignore[assignment]
-    uncordon: NodeName = None  # type: ignore[assignment]
+    remove: DNSSubdomain = None  # may be absent, never null: see StrictModel
+    add: DNSSubdomain = None
+    cordon: DNSSubdomain = None
+    uncordon: DNSSubdomain = None
     node: Node = Field(None, description="The node body of `add` (as PUT /nodes/{name} takes it).")  # type: ignore[assignment]
 
 

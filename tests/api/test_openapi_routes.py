@@ -110,6 +110,7 @@ REFUSED = [
     {"nodes": [{"at": 1, "remove": "n1", "node": {}}]},
     {"nodes": [{"at": -1, "remove": "n1"}]},
     {"nodes": [{"at": 1, "remove": ""}]},
+    {"nodes": [{"at": 1, "cordon": "Not_A_Node"}]},
     {"nodes": [{"at": 1, "remove": "n1", "when": 2}]},
     {"capacity": [{"resource": "cpu", "factor": 0}]},
     {"capacity": [{"resource": "cpu", "factor": "0.0"}]},
