@@ -18,6 +18,7 @@ from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.api.openapi import render_plugins
 from service.api.responses import AUTHORIZER_KEY, COUNTED, EXCEPTION_HANDLERS
 from service.api.routes import STATE_KEY, route_handlers
+from service.api.series import series_handlers
 from service.api.settings import ApiSettings
 from service.app.service import Gangplank
 from service.metrics import REQUESTS
@@ -109,7 +110,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     settings = settings or ApiSettings()
     authorizer = Authorizer(settings)
     return Litestar(
-        route_handlers=route_handlers(),
+        route_handlers=[*route_handlers(), *series_handlers()],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]  # Litestar's handler type is invariant in the exception
         middleware=[_route_middleware(authorizer)],
         before_send=[_replica_header(settings.replica_id)] if settings.replica_id else [],

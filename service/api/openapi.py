@@ -85,6 +85,7 @@ ANSWERS: dict[str, tuple[str, str, str]] = {
     "listCheckpoints": ("200", "CheckpointList", "The signed checkpoints, by position"),
     "replayVerify": ("200", "ReplayReport", "The verdict of re-deciding the recorded stream (nothing recorded)"),
     "whatIf": ("200", "WhatIfReport", "What would have happened under the changes (nothing recorded)"),
+    "getSeries": ("200", "Series", "The cluster's numbers at up to `points` positions over [from, to]"),
     "listClusters": ("200", "ClusterList", "The clusters with their last positions"),
     "healthz": ("200", "Health", "The process answers"),
     "version": ("200", "Version", "The service's version and the API's"),

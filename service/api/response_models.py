@@ -398,6 +398,22 @@ class ClusterInfo(TypedDict):
     lastPosition: int
 
 
+class SeriesPoint(TypedDict):
+    """The cluster after `position` (console.md, *Series*); `time` null at position 0."""
+    position: int
+    time: str | None
+    placedPods: int
+    pendingGroups: int
+    allocated: dict[str, str]
+    allocatable: dict[str, str]
+    preemptions: int  # PodGroupPreempted decisions since the previous point
+    losses: int  # PodsLost decisions since the previous point
+
+
+# up to `points` positions spread evenly over [from, to] (`from` is a keyword: the functional form)
+Series = TypedDict("Series", {"from": int, "to": int, "points": list[SeriesPoint]})
+
+
 class NodeList(TypedDict):
     items: list[NodeView]
 
@@ -463,7 +479,7 @@ ANSWERS: tuple[type, ...] = (
     NodeAnswer, NodeView, NodeList, PriorityClassAnswer, PriorityClassView, PriorityClassList,
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
-    Verification, CheckpointList, WhatIfReport, ReplayReport, ClusterList, Health, Version, Readiness, SchedulerView,
+    Verification, CheckpointList, WhatIfReport, ReplayReport, ClusterList, Health, Version, Readiness, SchedulerView, Series,
     SchedulerAnswer,
 )
 

@@ -8,7 +8,8 @@
 - `snapshots` (snapshots.py): the state saved now and then, deferred under load;
 - `checkpoints` (checkpoints.py): signed chain heads, with a signing key (audit.md);
 - `commands` (handler.py): one unit of work per batch, group-committed (batcher.py);
-- `queries` (queries.py): views, history, state at N, the event feed, verify, readiness.
+- `queries` (queries.py): views, history, state at N, the event feed, verify, readiness;
+- `series` (series.py): the console's chart, the cluster's numbers over positions.
 Adapters use these public rooms only.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from service.app.cache import ClusterCache
 from service.app.checkpoints import Checkpointer, Signer
 from service.app.handler import CommandHandler
 from service.app.queries import QueryService
+from service.app.series import SeriesQuery
 from service.app.snapshots import Snapshotter
 from service.store.base import EventStore
 
@@ -33,6 +35,7 @@ class Gangplank:
         self.commands = CommandHandler(store, self.cache, self.snapshots, outbox_topic=outbox_topic,
                                        checkpoints=self.checkpoints)
         self.queries = QueryService(store, self.cache, self.commands.appended)
+        self.series = SeriesQuery(store, self.cache)
 
     async def close(self) -> None:
         await self.store.close()
