@@ -380,13 +380,24 @@ class Event(Model):
     hash: str
 
 
+class ExplainedEvent(Model):
+    """An event in the words of `audit explain` (`?explain=true`): its first line, then details."""
+    position: int | None
+    lines: list[str]
+    about: str | None = None
+    namespace: str | None = None
+    workload: str | None = None
+
+
 class EventPage(Model):
     events: list[Event]
     last_position: int
+    explained: list[ExplainedEvent] | None = None  # with ?explain=true
 
 
 class History(Model):
     events: list[Event]
+    explained: list[ExplainedEvent] | None = None  # with ?explain=true
 
 
 class StateView(Model):

@@ -14,6 +14,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.auth import Authorizer
+from service.api.console import console_handlers
 from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.api.openapi import render_plugins
 from service.api.responses import AUTHORIZER_KEY, COUNTED, EXCEPTION_HANDLERS
@@ -110,7 +111,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     settings = settings or ApiSettings()
     authorizer = Authorizer(settings)
     return Litestar(
-        route_handlers=[*route_handlers(), *series_handlers()],
+        route_handlers=[*route_handlers(), *series_handlers(), *console_handlers()],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]  # Litestar's handler type is invariant in the exception
         middleware=[_route_middleware(authorizer)],
         before_send=[_replica_header(settings.replica_id)] if settings.replica_id else [],

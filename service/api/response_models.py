@@ -262,13 +262,24 @@ class Event(TypedDict):
     hash: str
 
 
+class ExplainedEvent(TypedDict):
+    """An event in the words of `audit explain` (`?explain=true`): its first line, then details."""
+    position: int | None  # null: a history's closing line
+    lines: list[str]
+    about: NotRequired[str | None]  # the event page's: `namespace/name` or the object (`node n1`)
+    namespace: NotRequired[str | None]
+    workload: NotRequired[str | None]
+
+
 class EventPage(TypedDict):
     events: list[Event]
     lastPosition: int
+    explained: NotRequired[list[ExplainedEvent]]  # with ?explain=true, one per event
 
 
 class History(TypedDict):
     events: list[Event]
+    explained: NotRequired[list[ExplainedEvent]]  # with ?explain=true: the lines of `audit explain`
 
 
 class StateView(TypedDict):

@@ -72,6 +72,9 @@ ObjectSegment = Annotated[str, PathParameter(description="Object name (DNS-1123 
 DryRun = Annotated[str | None, QueryParameter(
     name="dryRun", description="`true` (or Kubernetes' `All`): answer with what would result; record nothing.",
     schema_extra={"enum": ["true", "false", "All", "1", "0"]})]
+# `?explain=true` on the event page and a history: the lines of `audit explain` beside the events
+Explain = Annotated[bool, QueryParameter(
+    name="explain", description="Add `explained`: each event in the words of `audit explain`.")]
 _DRY_RUN_VALUES = {"true": True, "1": True, "all": True, "false": False, "0": False}
 
 
@@ -302,11 +305,14 @@ def _workload_command(type_: str, body_kind: str) -> Callable[..., Any]:
 
 
 async def workload_history(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
-                           name: WorkloadSegment) -> Response[Any]:
+                           name: WorkloadSegment, explain: Explain = False) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
     history = await service_of(request).queries.history(cluster, namespace, name)
     if history is None:
         return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
+    if explain:  # the lines of `audit explain` beside the events as stored (service/app/summaries.py)
+        history["explained"] = await service_of(request).summaries.history(cluster, namespace, name,
+                                                                           history["events"])
     return json_response(history)
 
 
@@ -350,9 +356,13 @@ async def events(
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=1000, description="At most this many events.")] = 100,
     wait: Annotated[float, QueryParameter(name="wait", ge=0, le=30,
                                      description="Seconds to wait for the first new event.")] = 0,
+    explain: Explain = False,
 ) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"))
-    return json_response(await service_of(request).queries.events(cluster, after=after, limit=limit, wait=float(wait)))
+    page = await service_of(request).queries.events(cluster, after=after, limit=limit, wait=float(wait))
+    if explain:  # the events as stored, and beside them their words (service/app/summaries.py)
+        page["explained"] = await service_of(request).summaries.page(cluster, page["events"])
+    return json_response(page)
 
 
 async def state_at(

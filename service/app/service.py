@@ -9,7 +9,8 @@
 - `checkpoints` (checkpoints.py): signed chain heads, with a signing key (audit.md);
 - `commands` (handler.py): one unit of work per batch, group-committed (batcher.py);
 - `queries` (queries.py): views, history, state at N, the event feed, verify, readiness;
-- `series` (series.py): the console's chart, the cluster's numbers over positions.
+- `series` (series.py): the console's chart, the cluster's numbers over positions;
+- `summaries` (summaries.py): events in the words of `audit explain`, for the console.
 Adapters use these public rooms only.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from service.app.handler import CommandHandler
 from service.app.queries import QueryService
 from service.app.series import SeriesQuery
 from service.app.snapshots import Snapshotter
+from service.app.summaries import Summaries
 from service.store.base import EventStore
 
 
@@ -36,6 +38,7 @@ class Gangplank:
                                        checkpoints=self.checkpoints)
         self.queries = QueryService(store, self.cache, self.commands.appended)
         self.series = SeriesQuery(store, self.cache)
+        self.summaries = Summaries(store)
 
     async def close(self) -> None:
         await self.store.close()
