@@ -35,3 +35,16 @@ install_is_current() {
 mark_installed() {
   install_inputs_hash "$1" > ".venv/.installed-$1"
 }
+
+# The console's browser tests (tests/console) drive Debian's chromium and its driver: installed with
+# apt-get when missing (as root, or through sudo when it needs no password).
+ensure_browser() {
+  if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+    return 0
+  fi
+  command -v apt-get >/dev/null 2>&1 || { echo "warning: no apt-get: install chromium and chromium-driver" >&2; return 0; }
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo -n"; fi
+  $sudo apt-get update -qq >/dev/null || true
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+}

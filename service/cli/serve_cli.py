@@ -77,7 +77,8 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
     url = _url(bind, sock.getsockname()[1])
 
     def announce() -> None:  # after the startup hooks (migrations, Kafka): the API answers now
-        out.print(f"listening on {url} — API docs at /schema", markup=False, highlight=False, soft_wrap=True)
+        out.print(f"listening on {url} — API docs at /schema — console at {url}/ui", markup=False, highlight=False,
+                  soft_wrap=True)
 
     application.on_startup.append(announce)
     # no proxy-header rewriting (nothing here reads client addresses): one middleware less per request;

@@ -72,7 +72,8 @@ RESPONSES: dict[str, tuple[str, type[BaseModel], type[BaseModel] | None]] = {
     "listClusters": ("200", _items(m.ClusterInfo), None),
 }
 NOT_CLIENT_CALLS = {"healthz", "readyz", "metrics", "version", "getVersion",
-                    "listCheckpoints", "whatIf", "replayVerify", "getSeries",  # operations, auditors' tools (audit.md, console.md)
+                    "listCheckpoints", "whatIf", "replayVerify",  # operations, and auditors' tools (audit.md)
+                    "getSeries",  # the console's chart (console.md)
                     "getScheduler", "putScheduler"}  # an admin's configuration (sharing.md): no client call yet
 
 

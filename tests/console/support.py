@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import sqlite3
 import subprocess
@@ -49,8 +48,8 @@ class Server:
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
+            try:  # a long poll still waiting holds a graceful shutdown up to its end: not worth it here
+                self.process.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
@@ -64,7 +63,7 @@ def serve(database: Path, workdir: Path, *, signing_key: Path | None = None, tok
     env = {**os.environ, **(extra_env or {})}
     for name in ("GANGPLANK_TOKENS", "GANGPLANK_DATABASE_URL", "GANGPLANK_SIGNING_KEY", "GANGPLANK_KAFKA_BOOTSTRAP"):
         env.pop(name, None)
-    args = [sys.executable, "-m", "service", "serve", "--port", str(port), "--database-url", url]
+    args = [sys.executable, "-m", "service", "serve", "--host", "127.0.0.1", "--port", str(port), "--database-url", url]
     if signing_key is not None:
         args += ["--signing-key", str(signing_key)]
     if tokens is not None:
@@ -98,17 +97,15 @@ def keygen(workdir: Path) -> Path:
 
 
 def tampered_copy(database: Path, target: Path, position: int) -> Path:
-    """A copy of the store with one event's data changed in place (its hash left as it was)."""
-    shutil.copyfile(database, target)
+    """A copy of the store (SQLite's backup: what is committed) with one event's data changed in
+    place, its hash left as it was: the chain breaks there."""
+    with sqlite3.connect(database) as source, sqlite3.connect(target) as copy:
+        source.backup(copy)
     with sqlite3.connect(target) as db:
-        table = next(name for (name,) in db.execute("select name from sqlite_master where type='table'")
-                     if name in ("events", "event"))
-        columns = [row[1] for row in db.execute(f"pragma table_info({table})")]
-        data = "data" if "data" in columns else next(c for c in columns if "data" in c)
-        row = db.execute(f"select {data} from {table} where cluster = ? and position = ?", (CLUSTER, position)).fetchone()
-        value = json.loads(row[0])
+        (data,) = db.execute("select data from events where cluster = ? and position = ?", (CLUSTER, position)).fetchone()
+        value = json.loads(data)
         value["tampered"] = True
-        db.execute(f"update {table} set {data} = ? where cluster = ? and position = ?",
+        db.execute("update events set data = ? where cluster = ? and position = ?",
                    (json.dumps(value, sort_keys=True, separators=(",", ":")), CLUSTER, position))
     return target
 

@@ -32,7 +32,7 @@ def test_serve_announces_itself_logs_json_and_refuses_a_port_in_use(tmp_path: Pa
     try:
         assert first.stdout is not None
         line = first.stdout.readline()  # printed once the startup hooks (migrations) ran
-        assert line == f"listening on http://127.0.0.1:{port} — API docs at /schema\n"
+        assert line == f"listening on http://127.0.0.1:{port} — API docs at /schema — console at http://127.0.0.1:{port}/ui\n"
         health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
         assert health.status_code == 200
         host = re.sub(r"[^a-z0-9-]", "-", socket.gethostname().lower())[:40]

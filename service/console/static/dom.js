@@ -50,8 +50,8 @@ export function utc(recordedAt) {
   return m ? `${m[1]} ${m[2]} UTC` : String(recordedAt);
 }
 
-export function plural(n, word) {
-  return `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
+export function plural(n, word, many) {
+  return `${n.toLocaleString("en")} ${n === 1 ? word : many || `${word}s`}`;
 }
 
 // Kubernetes quantities as numbers, for bars and sums ("500m", "64Gi", "2k").

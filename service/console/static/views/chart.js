@@ -46,7 +46,7 @@ function draw(points, series) {
 function readout(cluster, p, series) {
   const figures = series.map((s) => `${s.label} ${s.value(p).toLocaleString("en")}${s.unit || ""}`);
   return [h("strong", {}, `#${p.position}`), ` · ${utc(p.time)} · `, figures.join(" · "),
-    ` · ${plural(p.preemptions, "preemption")} and ${plural(p.losses, "loss")} since the point before · `,
+    ` · ${plural(p.preemptions, "preemption")} and ${plural(p.losses, "loss", "losses")} since the point before · `,
     link(urls.state(cluster, p.position), `state at #${p.position}`), " · ",
     link(urls.timeline(cluster, { at: String(Math.max(1, p.position)) }), `events at #${p.position}`)];
 }
@@ -90,7 +90,7 @@ export async function chart(box, ctx) {
     h("li", {}, h("span", { class: "swatch mark-preemption" }), "preemptions"),
     h("li", {}, h("span", { class: "swatch mark-loss" }), "losses"));
     clear(box).append(h("div", { class: "chart-head" }, h("h2", {}, `The cluster over positions #${data.from}–#${data.to}`),
-      h("label", { for: "chart-range" }, "Chart "), range), el, slider, legend, out);
+      h("label", { for: "chart-range" }, "Range "), range), el, slider, legend, out);
     move();
   }
   range.addEventListener("change", load);

@@ -7,6 +7,7 @@ import { bar, clear, h, heading, link, notFound, plural, quantity, section, urls
 
 const NODE_PAGE = 50;
 const POD_SHOWN = 8;
+const PENDING_SHOWN = 50;
 
 function topologyKeys(workloads) {
   const keys = new Set();
@@ -102,18 +103,23 @@ function grouped(cluster, nodes, keys, depth = 0) {
 function pending(cluster, workloads) {
   const items = [];
   for (const w of workloads) {
-    const ref = link(urls.workload(cluster, w.namespace, w.name), `${w.namespace}/${w.name}`);
+    const ref = () => link(urls.workload(cluster, w.namespace, w.name), `${w.namespace}/${w.name}`);
     for (const c of w.status.compositePodGroups || []) {
-      if (c.explanation) items.push(h("li", {}, ref, ` composite pod group ${c.name}: `, c.explanation.message || "not satisfied"));
+      if (c.explanation) items.push(h("li", {}, ref(), ` composite pod group ${c.name}: `, c.explanation.message || "not satisfied"));
     }
     for (const g of w.status.podGroups) {
       if (g.explanation) {
-        items.push(h("li", {}, ref, ` group ${g.name} (${g.placedPods} placed, minCount ${g.minCount}): `,
+        items.push(h("li", {}, ref(), ` group ${g.name} (${g.placedPods} placed, minCount ${g.minCount}): `,
           g.explanation.message || ""));
       }
     }
   }
-  return items.length ? h("ul", { class: "lines pending" }, items) : h("p", {}, "No group is waiting.");
+  if (!items.length) return h("p", {}, "No group is waiting.");
+  const list = h("ul", { class: "lines pending" }, items.slice(0, PENDING_SHOWN));
+  if (items.length <= PENDING_SHOWN) return list;
+  const more = h("button", { type: "button", class: "quiet", onclick: () => { more.remove(); list.append(...items.slice(PENDING_SHOWN)); } },
+    `Show the other ${items.length - PENDING_SHOWN} waiting groups`);
+  return [list, more];
 }
 
 function finder(cluster, nodes) {
