@@ -90,7 +90,7 @@ export async function chart(box, ctx) {
     h("li", {}, h("span", { class: "swatch mark-preemption" }), "preemptions"),
     h("li", {}, h("span", { class: "swatch mark-loss" }), "losses"));
     clear(box).append(h("div", { class: "chart-head" }, h("h2", {}, `The cluster over positions #${data.from}–#${data.to}`),
-      h("label", { for: "chart-range" }, "Range "), range), el, slider, legend, out);
+      h("span", {}, h("label", { for: "chart-range" }, "Range "), range)), el, slider, legend, out);
     move();
   }
   range.addEventListener("change", load);
