@@ -98,6 +98,8 @@ def serve_and_use(installed: Path, cwd: Path, args: list[str], env: dict[str, st
         put = httpx.put(f"{base}/nodes/n1", json=node, timeout=10)
         assert put.status_code == 200, put.text
         assert httpx.get(f"{base}/audit/verify", timeout=10).json()["ok"] is True
+        for path in ("/ui", "/ui/assets/app.js", "/ui/assets/views/state.js"):  # the console ships in the wheel
+            assert httpx.get(f"http://127.0.0.1:{port}{path}", timeout=10).status_code == 200, path
     finally:
         proc.terminate()
         deadline = time.monotonic() + 30
