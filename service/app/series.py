@@ -15,8 +15,8 @@ from typing import Any
 
 from service.app.cache import ClusterCache
 from service.domain import ClusterState
-from service.domain import series as sr
-from service.domain.replay import ReplayError
+from service.domain.fold.fast import ReplayError
+from service.domain.read import series as sr
 from service.store.base import EventStore
 
 DEFAULT_POINTS = 500

@@ -15,7 +15,7 @@ from typing import Any
 
 from service.app import audit
 from service.app.audit import _input_words as input_words  # audit explain's words for a cause
-from service.domain import events as ev
+from service.domain.model import events as ev
 from service.store.base import EventStore
 
 _OBJECTS = {ev.NODE_UPSERTED: "node", ev.NODE_REMOVED: "node", ev.DEVICE_CLASS_UPSERTED: "device class",

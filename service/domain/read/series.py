@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from service.domain import events as ev
-from service.domain.quantity import PODS, format_quantity
-from service.domain.state import ClusterState
+from service.domain.model import events as ev
+from service.domain.model.quantity import PODS, format_quantity
+from service.domain.state.cluster import ClusterState
 
 PREEMPTION_TYPES = frozenset({ev.POD_GROUP_PREEMPTED})
 LOSS_TYPES = frozenset({ev.PODS_LOST})
