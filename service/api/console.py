@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Request, Response, get
+from litestar.params import PathParameter
 
 from service.api import auth
 from service.api.responses import AUTHORIZER_KEY, problem_response
@@ -62,7 +63,7 @@ def console_handlers() -> list[Any]:
     async def console(request: Request[Any, Any, Any]) -> Response[Any]:
         return page(request)
 
-    async def console_path(request: Request[Any, Any, Any], rest: str) -> Response[Any]:
+    async def console_path(request: Request[Any, Any, Any], rest: Annotated[str, PathParameter()]) -> Response[Any]:
         if not rest.startswith(ASSETS):
             return page(request)  # every view's URL is the shell; the scripts draw the view
         name = rest[len(ASSETS):]
