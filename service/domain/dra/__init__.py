@@ -31,11 +31,11 @@ from service.domain.dra.claims import GROUP, POD, WORKLOAD, Allocation, group_ne
 from service.domain.dra.devices import DeviceState
 from service.domain.dra.explain import explain_pod
 from service.domain.dra.ledger import Ledger
-from service.domain.dra.release import Loss, Release, claims_released, held_devices, losses, unit_conflicts
+from service.domain.dra.release import Loss, Release, Reprieve, claims_released, held_devices, losses, unit_conflicts
 from service.domain.dra.views import canonical, claim_views, describe_allocations, device_usage
 
 __all__ = [
-    "GROUP", "POD", "WORKLOAD", "Allocation", "DeviceState", "Ledger", "Loss", "Release", "canonical",
+    "GROUP", "POD", "WORKLOAD", "Allocation", "DeviceState", "Ledger", "Loss", "Release", "Reprieve", "canonical",
     "claim_views", "claims_allocated", "device_usage", "claims_dropped", "claims_released", "describe_allocations",
     "explain_pod", "group_needs_devices", "held_devices", "losses", "pod_needs_devices", "remove_class",
     "remove_slice", "unit_conflicts", "upsert_class", "upsert_slice", "workload_released",

@@ -87,24 +87,81 @@ class Release:
                 ds.add_share(d, amounts, 1)
         self.applied = units
 
-    def shares_fit(self, u: int, pending: dict[int, dict[str, int]]) -> bool:
-        """Would putting unit u back (its removal applied) keep every capacity of every device
-        within its value, with the shares already put back in `pending`? If so, count it."""
-        devs, used = self.ds.devices, self.ds.used
+
+
+class Reprieve:
+    """The reprieve's device check (sharing.md *Preemption*), the one every preemption uses.
+
+    Runs with the removed units off and the preemptor's allocations in place. Putting a unit
+    back takes back its pods' own claims and, for a pod group (workload) with no pod placed at
+    that moment, the group's (workload's) claims: a group or workload claim lives while its
+    group (workload) has a pod placed (model.md *Devices*), whichever pod that is. The unit
+    fits when none of them holds an exclusive device given to the preemptor and every capacity
+    of every shared device stays within its value with the units kept before it."""
+
+    def __init__(self, ds: DeviceState, removed: Iterable[tuple[Group, list[int]]],
+                 preemptor: list[Allocation]) -> None:
+        self.ds = ds
+        self.held = {d for a in preemptor for i, d in enumerate(a.device_ids) if a.share(i) is None}
+        self.placed: dict[int, int] = {}  # per group (id): pods placed now
+        self.wl_placed: dict[int, int] = {}  # per workload (position): pods placed now
+        for g, pods in removed:
+            wl = g.workload
+            if id(g) not in self.placed:
+                self.placed[id(g)] = g.placed
+            if wl.position not in self.wl_placed:
+                self.wl_placed[wl.position] = sum(o.placed for o in wl.groups)
+            self.placed[id(g)] -= len(pods)
+            self.wl_placed[wl.position] -= len(pods)
+        self.pending: dict[int, dict[str, int]] = {}  # what the units kept so far consume again
+
+    def _taken_back(self, members: list[tuple[Group, list[int]]]) -> list[Allocation]:
+        ds = self.ds
+        out: list[Allocation] = []
+        workloads: set[int] = set()
+        for g, pods in members:
+            wl = g.workload
+            keys = ds.by_workload.get(wl.position, ())
+            if not keys:
+                continue
+            info = cl.info(ds, g)
+            for p in pods:
+                for use in info.shape_uses.get(g.spec.pod_shapes[p], ()):
+                    if use.sharing == POD and (a := ds.claims.get(cl.key(g, p, use))) is not None:
+                        out.append(a)
+            if self.placed[id(g)] == 0:
+                out.extend(a for use in info.group_uses if (a := ds.claims.get(cl.key(g, -1, use))) is not None)
+            if self.wl_placed[wl.position] == 0 and wl.position not in workloads:
+                workloads.add(wl.position)
+                out.extend(ds.claims[k] for k in sorted(k for k in keys if k[0] == WORKLOAD))
+        return out
+
+    def fits(self, members: list[tuple[Group, list[int]]]) -> bool:
+        """Would putting these pods back keep the preemptor's devices? If so, count them as back."""
         want: dict[int, dict[str, int]] = {}
-        for d, amounts in self.shares[u]:
-            more = want.setdefault(d, {})
-            for name, v in amounts:
-                more[name] = more.get(name, 0) + v
+        for a in self._taken_back(members):
+            for i, d in enumerate(a.device_ids):
+                share = a.share(i)
+                if share is None:
+                    if d in self.held:
+                        return False  # it would take back a device the preemptor was given
+                    continue
+                more = want.setdefault(d, {})
+                for name, v in share[2]:
+                    more[name] = more.get(name, 0) + v
+        devs, used = self.ds.devices, self.ds.used
         for d, more in want.items():
             caps = devs[d].caps
-            now, back = used.get(d, {}), pending.get(d, {})
+            now, back = used.get(d, {}), self.pending.get(d, {})
             if any(now.get(n, 0) + back.get(n, 0) + v > (caps[n].value if n in caps else 0) for n, v in more.items()):
                 return False
         for d, more in want.items():
-            back = pending.setdefault(d, {})
+            back = self.pending.setdefault(d, {})
             for name, v in more.items():
                 back[name] = back.get(name, 0) + v
+        for g, pods in members:
+            self.placed[id(g)] += len(pods)
+            self.wl_placed[g.workload.position] += len(pods)
         return True
 
 

@@ -421,7 +421,7 @@ def plan(state: ClusterState, g: Group, pods: list[int], need: int) -> Plan | Re
         if chosen.placeable < k:  # pragma: no cover - guarded by the search
             trial.rollback()
             return Refusal(WOULD_NOT_HELP, everything.placeable)
-        victims_units, reprieved = _reprieve(state, chosen, cand, lo, pods, g, removal.release)
+        victims_units, reprieved = _reprieve(state, chosen, cand, lo, pods, g, devices)
         trial.rollback()
     finally:
         removal.set_prefix(0)
@@ -568,7 +568,7 @@ def _still_short(state: ClusterState, g: Group, pods: list[int], k: int, chosen:
 
 
 def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, removed: int, pods: list[int],
-              g: Group, release: dra.Release | None = None) -> tuple[list[Unit], list[Unit]]:
+              g: Group, check: bool) -> tuple[list[Unit], list[Unit]]:
     """Put the first `removed` units back, most important first; keep those the preemptor survives.
 
     Runs with the removed units off the table and the preemptor's placement applied; the
@@ -584,7 +584,6 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
     on_pre[pre_rows] = True
     cols = np.flatnonzero(np.any(np.vstack(
         [state.shape_vector(g.workload, g.spec.pod_shapes[p]) for p in pods]), axis=0))
-    held = dra.held_devices(chosen.claims) if chosen.claims else None
     touch = cand.touching(on_pre, removed).tolist()
     # usage entries of the removed units on the preemptor's nodes, in its columns
     end = int(cand.ends[removed - 1]) if removed else 0
@@ -601,27 +600,24 @@ def _reprieve(state: ClusterState, chosen: pl.Attempt, cand: _Candidates, remove
         entries.setdefault(u, []).append((r, c, v))
     used = nodes.used[pre_rows][:, cols].tolist()
     alloc = nodes.alloc[pre_rows][:, cols].tolist()
+    units = [cand.unit(u) for u in range(removed)]
+    devices = dra.Reprieve(state.dra, (m for unit in units for m in unit.members), chosen.claims) if check else None
     victims: list[Unit] = []
     kept: list[Unit] = []
-    pending: dict[int, dict[str, int]] = {}  # shares of the units put back so far
     for u in range(removed - 1, -1, -1):  # most important first: the removal order reversed
-        unit = cand.unit(u)
+        unit = units[u]
         fits = True
         if touch[u]:
             mine = entries[u]
             for r, c, v in mine:
                 used[r][c] += v
             fits = all(x <= a for r in {r for r, _, _ in mine} for x, a in zip(used[r], alloc[r]))
-            if fits and held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
-                fits = False  # putting it back would take back devices the preemptor was given
-            if fits and release is not None and release.shares[u] and not release.shares_fit(u, pending):
-                fits = False  # or overfill a shared device's capacity (sharing.md, *Preemption*)
+            if fits and devices is not None and not devices.fits(unit.members):
+                fits = False  # it would take back the preemptor's devices (sharing.md, *Preemption*)
             if not fits:
                 for r, c, v in mine:
                     used[r][c] -= v
-        elif held and dra.unit_conflicts(state.dra, held, unit.group, unit.pods):
-            fits = False
-        elif release is not None and release.shares[u] and not release.shares_fit(u, pending):
+        elif devices is not None and not devices.fits(unit.members):
             fits = False
         (kept if fits else victims).append(unit)
     return victims, kept

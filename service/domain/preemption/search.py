@@ -80,11 +80,11 @@ def _first_sufficient(removal: Removal, count: int, run: Callable[[], tuple[bool
 
 
 def _reprieve(state: ClusterState, placed: Iterable[tuple[Group, list[tuple[int, int]]]], claims: list[dra.Allocation],
-              removed: list[Unit]) -> tuple[list[Unit], list[Unit]]:
+              removed: list[Unit], devices: bool) -> tuple[list[Unit], list[Unit]]:
     """Put the removed units back, most important first; keep each with which every preemptor
-    pod still fits on its node (in the resources the preemptor requests) and keeps its devices.
-    Runs with the removed units off the table and the preemptor's placement on it; leaves the
-    table as it found it."""
+    pod still fits on its node (in the resources the preemptor requests) and keeps its devices
+    (`dra.Reprieve`, with `devices`). Runs with the removed units off the table and the
+    preemptor's placement on it; leaves the table as it found it."""
     nodes = state.nodes
     pre_nodes: set[int] = set()
     vecs = []
@@ -93,7 +93,7 @@ def _reprieve(state: ClusterState, placed: Iterable[tuple[Group, list[tuple[int,
             pre_nodes.add(node)
             vecs.append(state.shape_vector(g.workload, g.spec.pod_shapes[pod]))
     cols = np.flatnonzero(np.any(np.vstack(vecs), axis=0)) if vecs else np.zeros(0, dtype=np.int64)
-    held = dra.held_devices(claims) if claims else None
+    check = dra.Reprieve(state.dra, (m for u in removed for m in u.members), claims) if devices else None
     victims: list[Unit] = []
     kept: list[Unit] = []
     for unit in sorted(removed, key=lambda u: u.importance):
@@ -103,8 +103,8 @@ def _reprieve(state: ClusterState, placed: Iterable[tuple[Group, list[tuple[int,
         rows = {r for r, _ in pods}
         nodes.note_touched(rows)
         fits = all(np.all(nodes.used[r, cols] <= nodes.alloc[r, cols]) for r in pre_nodes & rows)
-        if fits and held and any(dra.unit_conflicts(state.dra, held, g, ps) for g, ps in unit.members):
-            fits = False  # putting it back would take back devices the preemptor was given
+        if fits and check is not None and not check.fits(unit.members):
+            fits = False  # it would take back the preemptor's devices (sharing.md, *Preemption*)
         if fits:
             kept.append(unit)
         else:
@@ -137,7 +137,7 @@ def plan_group(state: ClusterState, g: Group, pods: list[int], need: int, units:
         removal.set_prefix(lo)
         trial = pl.Trial(state)
         chosen = pl.attempt(state, g, pods, need, explain=True, keep_trial=trial)
-        victims, reprieved = _reprieve(state, [(g, chosen.placements)], chosen.claims, units[:lo])
+        victims, reprieved = _reprieve(state, [(g, chosen.placements)], chosen.claims, units[:lo], devices)
         trial.rollback()
     finally:
         removal.set_prefix(0)
@@ -169,7 +169,7 @@ def plan_root(state: ClusterState, root: Composite, units: list[Unit]) -> Plan |
         out: Outcome = routine.place(ci, None)
         claims = [a for _, res in routine.placed for a in res.claims]
         victims, reprieved = _reprieve(state, [(wl.groups[gi], res.placements) for gi, res in routine.placed],
-                                       claims, units[:lo])
+                                       claims, units[:lo], devices)
         routine.rollback_keep()
     finally:
         removal.set_prefix(0)
