@@ -2,6 +2,7 @@
 issue 142330), phases, conditions and counts in the views."""
 from service.domain.model import events as ev
 from tests.domain.sim import Sim, basic, gang, pods
+from tests.domain.test_composite import cpg, cpg_view, submit_tree
 
 
 def _pi(nodes: int = 1, cpu: str = "4") -> Sim:
@@ -171,3 +172,25 @@ def test_refusals_record_nothing():
     s.delete("pi")
     r = s.refused("FinishPods", "pi", "default", {"pods": [{"podGroup": "job", "name": "pi-1", "phase": "Failed"}]})
     assert r.status == 409
+
+
+def test_a_failed_report_keeps_a_trees_pinned_domain_and_its_leftovers_stay_inside_it():
+    """lifecycle.md *Trees*: a report that leaves a CPG unsatisfied with pods of its subtree
+    running keeps its pods and its pinned domain; its unsatisfied children are leftovers."""
+    s = Sim()
+    s.node("n1", labels={"block": "b0"}, cpu="4")
+    rep = cpg("rep", [gang("w", 1, pods(1, cpu="16"))])  # fits no node yet
+    submit_tree(s, "t", cpg("root", [gang("g", 2, pods(2, cpu="1"))], [rep], topo="block"))
+    assert cpg_view(s, "t", "root")["domain"] == {"key": "block", "value": "b0"}
+    assert s.placements("t", "g") == {"p-0": "n1", "p-1": "n1"}
+    s.finish("t", ("g", "p-0", "Failed"))
+    assert s.placements("t", "g") == {"p-0": None, "p-1": "n1"}
+    assert cpg_view(s, "t", "root")["domain"] == {"key": "block", "value": "b0"}
+    s.node("n2", labels={"block": "b1"}, cpu="32")  # room for rep, outside the pinned block
+    assert s.placements("t", "w") == {"p-0": None}
+    assert ev.COMPOSITE_POD_GROUP_SCHEDULED not in s.types()
+    s.node("n3", labels={"block": "b0"}, cpu="32")  # room inside it: rep is a leftover placed there
+    assert s.placements("t", "w") == {"p-0": "n3"}
+    assert cpg_view(s, "t", "root")["domain"] == {"key": "block", "value": "b0"}
+    assert cpg_view(s, "t", "root")["phase"] == "Scheduled"
+    s.assert_replay_equal()

@@ -41,7 +41,7 @@ def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
     if not root.needs_explanation and (_proven(state, root) or (memo is not None and root.memo == memo)):
         return "failed"  # it would fail again, recording nothing: nothing changed, or room only shrank
     root.memo = None
-    if cpg_satisfied(wl, ci):
+    if holds(wl, ci):
         if _leftovers(state, wl, ci, emit):
             return "placed"
         root.memo = memo
@@ -62,6 +62,13 @@ def try_root(state: ClusterState, root: Composite, emit: Emit) -> str:
         explanation["preemption"] = outcome
         emit(ev.COMPOSITE_POD_GROUP_UNSCHEDULABLE, {**root.ref, "explanation": explanation})
     return "failed"
+
+
+def holds(wl: Workload, ci: int) -> bool:
+    """CPG ci is satisfied, or a report left it unsatisfied with pods of its subtree running: either
+    way what its subtree lacks is leftover, tried inside its pinned domains and never preempting
+    (composite.md *The queue*; lifecycle.md *Trees*)."""
+    return cpg_satisfied(wl, ci) or any(wl.groups[gi].placed for gi in subtree_groups(wl, ci))
 
 
 def _preempt(state: ClusterState, root: Composite, emit: Emit) -> str | None:
@@ -179,7 +186,7 @@ def _scheduled_data(state: ClusterState, wl: Workload, ci: int, routine: Routine
 
 
 def _leftovers(state: ClusterState, wl: Workload, ci: int, emit: Emit) -> bool:
-    """What a satisfied CPG's subtree still lacks, in the order of the tree routine, inside the
+    """What the subtree of a CPG that holds (`holds`) still lacks, in the order of the tree routine, inside the
     pinned domains. A leftover that fails records nothing. True when anything was placed."""
     spec = wl.spec.cpgs[ci]
     allowed = pinned_rows(state, wl, ci)
@@ -205,7 +212,7 @@ def _leftovers(state: ClusterState, wl: Workload, ci: int, emit: Emit) -> bool:
             emit(ev.POD_GROUP_SCHEDULED, group_data(state, g, res, True))
             any_placed = True
     for cj in spec.child_cpgs:
-        if cpg_satisfied(wl, cj):
+        if holds(wl, cj):
             any_placed |= _leftovers(state, wl, cj, emit)
             continue
         routine, out = _run(state, wl, cj, allowed, False)

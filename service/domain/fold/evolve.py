@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from service.domain import dra
 from service.domain.model import events as ev
 from service.domain.model.specs import NodeSpec, PriorityClass, workload_from_submission
-from service.domain.model.workload import PHASE_CODES, Composite, cpg_satisfied, subtree_cpgs
+from service.domain.model.workload import PHASE_CODES, Composite, cpg_satisfied, subtree_cpgs, subtree_groups
 from service.domain.placement import scoring
 from service.domain.state.cluster import ClusterState, Group, Workload
 
@@ -200,8 +200,10 @@ def _child_explanations(explanation: dict[str, Any] | None) -> dict[str, dict[st
 
 
 def _composites_changed(wl: Workload, position: int) -> None:
-    """After a tree's placements changed: conditions of CPGs newly satisfied, pins forgotten
-    for CPGs no longer satisfied (composite.md), roots pending again need an explanation."""
+    """After a tree's placements changed: conditions of CPGs newly satisfied; pins forgotten for
+    CPGs released, with no pod of their subtree placed (composite.md): a report may leave a CPG
+    unsatisfied with pods running, and it keeps its pods and its pin (lifecycle.md *Trees*);
+    roots released need an explanation."""
     for c in wl.composites:
         if cpg_satisfied(wl, c.spec.index):
             c.explanation = None
@@ -211,7 +213,7 @@ def _composites_changed(wl: Workload, position: int) -> None:
                     "type": "CompositePodGroupInitiallyScheduled", "status": "True", "reason": "Scheduled",
                     "message": f"minGroupCount {c.spec.min_group_count} of {c.spec.children} children satisfied",
                     "position": position}
-        else:
+        elif not any(wl.groups[gi].placed for gi in subtree_groups(wl, c.spec.index)):
             c.domain = None
             if c.spec.parent is None:
                 c.needs_explanation = True
