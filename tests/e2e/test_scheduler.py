@@ -48,3 +48,47 @@ def test_the_kafka_command_carries_the_body_only():
         assert ["name"] in [e["loc"] for e in exc.errors]
     else:
         raise AssertionError("a node command without a name must fail")
+
+
+
+HISTORY = {"scoringStrategy": {"type": "FragmentationAware", "fragmentationAware": {
+    "deviceClassName": "gpu", "capacity": "milli", "targetWorkload": {"fromHistory": {}}}}}
+
+
+def _twenty(client, cluster):
+    for i in range(20):
+        r = client.post(f"/v1/clusters/{cluster}/namespaces/a/workloads", json={
+            "name": f"w{i}", "podGroups": [{"name": "g", "schedulingPolicy": {"basic": {}},
+                                            "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]})
+        assert r.status_code == 201, r.text
+
+
+@pytest.mark.parametrize("configure_first", [False, True])
+def test_the_target_from_history_counts_every_submission_recorded(client, cluster, configure_first):
+    """sharing.md *Target from history*: the scheduler view shows the target the next decision
+    uses, which counts every submission recorded so far (twenty pods: twenty)."""
+    if configure_first:
+        assert client.put(f"/v1/clusters/{cluster}/scheduler", json=HISTORY).status_code == 200
+    _twenty(client, cluster)
+    if not configure_first:
+        r = client.put(f"/v1/clusters/{cluster}/scheduler", json=HISTORY)
+        assert r.status_code == 200, r.text
+        assert r.json()["targetWorkload"] == {"pods": 20, "shapes": [{"weight": 20, "cpu": "1"}]}
+    view = client.get(f"/v1/clusters/{cluster}/scheduler").json()
+    assert view["targetWorkload"] == {"pods": 20, "shapes": [{"weight": 20, "cpu": "1"}]}
+
+
+def test_fragmentation_aware_places_on_a_cluster_without_devices(client, cluster):
+    """FragmentationAware with no device anywhere: every GPU measure is empty, pods are placed."""
+    assert client.put(f"/v1/clusters/{cluster}/scheduler", json=FA).status_code == 200
+    r = client.put(f"/v1/clusters/{cluster}/nodes/n1", json={"allocatable": {"cpu": "8"}})
+    assert r.status_code == 200, r.text
+    body = {"name": "w", "podGroups": [{"name": "g", "schedulingPolicy": {"basic": {}},
+                                        "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]}
+    dry = client.post(f"/v1/clusters/{cluster}/namespaces/a/workloads?dryRun=true", json=body)
+    assert dry.status_code == 200 and dry.json()["decisions"][0]["type"] == "PodGroupScheduled", dry.text
+    r = client.post(f"/v1/clusters/{cluster}/namespaces/a/workloads", json=body)
+    assert r.status_code == 201, r.text
+    assert [d["type"] for d in r.json()["decisions"]] == ["PodGroupScheduled"]
+    r = client.put(f"/v1/clusters/{cluster}/nodes/n2", json={"allocatable": {"cpu": "8"}})
+    assert r.status_code == 200, r.text

@@ -203,8 +203,10 @@ class Layout:
 
     def idle(self, ds: DeviceState, name: str) -> np.ndarray:
         """Per GPU, the idle amount of the measured capacity now (0 on the padding)."""
-        used = ds.cap_used.get(name)
         idle = self.value.copy()
+        if not len(self.ids):  # no GPU anywhere: nothing is idle (and nothing to index)
+            return idle
+        used = ds.cap_used.get(name)
         gpu = np.where(self.real, self.gpu, 0)
         if used is not None:
             idle -= np.where(self.shareable, used[gpu], 0)
