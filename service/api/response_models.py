@@ -308,7 +308,7 @@ class Checkpoint(TypedDict):
 
 
 class CheckpointList(TypedDict):
-    checkpoints: list[Checkpoint]
+    items: list[Checkpoint]
 
 
 class WhatIfSide(TypedDict):

@@ -141,7 +141,7 @@ class QueryService:
 
     async def checkpoints(self, cluster: str) -> dict[str, Any]:
         """The cluster's signed checkpoints (audit.md), by position."""
-        return {"checkpoints": [c.as_json() for c in await self.store.checkpoints(cluster)]}
+        return {"items": [c.as_json() for c in await self.store.checkpoints(cluster)]}
 
     async def clusters(self) -> list[dict[str, Any]]:
         return [{"name": name, "lastPosition": last} for name, last in await self.store.clusters()]
