@@ -22,6 +22,26 @@ TOUCHED_MAX = 100_000  # NodeTable.touched entries kept before the caches that f
 MASKS_MAX = 1024  # masks kept in NodeTable.masks (distinct pod shapes between node changes) before they start over
 
 
+_INT64_SUMS = 2**63  # a sum of n values below m stays exact in int64 while n * m stays below it
+
+
+def exact_reduceat(a: np.ndarray, starts: np.ndarray, bound: int | None = None) -> np.ndarray:
+    """`np.add.reduceat(a, starts, axis=0)`, exactly: in int64 while no sum can reach 2^63 (`bound`:
+    the largest magnitude any summed value may take, by default a's own), else in Python integers
+    (an object array: a quantity may be up to 2^62, model.md *Quantities*, so two wrap int64)."""
+    top = bound if bound is not None else (int(np.abs(a).max()) if a.size else 0)
+    if top * max(len(a), 1) < _INT64_SUMS:
+        return np.add.reduceat(a, starts, axis=0)
+    return np.add.reduceat(a.astype(object), starts, axis=0)
+
+
+def exact_sum(a: np.ndarray) -> int:
+    """The sum of an int64 array as an exact integer."""
+    if a.size and int(np.abs(a).max()) * a.size >= _INT64_SUMS:
+        return sum(a.tolist())
+    return int(a.sum())
+
+
 class DomainLayout:
     """Rows of one topology key in domain order (a cache of NodeTable, dropped on any change)."""
 
@@ -278,7 +298,7 @@ class NodeTable:
         sums = layout.alloc_sums.get(col)
         if sums is None:
             declared = np.where(self.declared[layout.order, col], self.alloc[layout.order, col], 0)
-            sums = np.add.reduceat(declared, layout.starts) if len(layout.order) else np.zeros(0, np.int64)
+            sums = exact_reduceat(declared, layout.starts) if len(layout.order) else np.zeros(0, np.int64)
             layout.alloc_sums[col] = sums
         return sums
 

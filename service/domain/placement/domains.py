@@ -19,6 +19,7 @@ import numpy as np
 
 from service.domain import dra
 from service.domain.nodes import filters
+from service.domain.nodes.table import exact_reduceat
 from service.domain.placement import scores as sc
 from service.domain.state.cluster import ClusterState, Group, Workload
 
@@ -124,7 +125,7 @@ def domain_fits(state: ClusterState, g: Group, shape: int, layout: Any, vec: np.
         fit[~eligible] = 0
         hit = layout.fits[key] = DomainFits(nodes.usage_epoch, len(touched), used, eligible, fit,
                                              np.add.reduceat(fit, layout.starts),
-                                             np.add.reduceat(used, layout.starts))
+                                             exact_reduceat(used, layout.starts, _usage_bound(nodes, layout, used)))
         return hit
     if hit.seen < len(touched):
         rows = np.array(sorted(set(touched[hit.seen:])), dtype=np.int64)
@@ -146,6 +147,13 @@ def domain_fits(state: ClusterState, g: Group, shape: int, layout: Any, vec: np.
             hit.fit[pos] = fit
             hit.snap[pos] = now
     return hit
+
+
+def _usage_bound(nodes: Any, layout: Any, used: np.ndarray) -> int:
+    """What a row's usage may reach while the layout lives: placements keep it within the declared
+    allocatable; a node replaced smaller keeps what it had (and drops the layout anyway)."""
+    declared = np.where(nodes.declared[layout.order], nodes.alloc[layout.order], 0)
+    return max(int(used.max()) if used.size else 0, int(declared.max()) if declared.size else 0)
 
 
 def uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, layout: Any,
@@ -199,7 +207,7 @@ def uniform_domains(state: ClusterState, g: Group, pods: list[int], need: int, l
         usums = usums_all[:, rcols][fidx]
     else:
         assert used is not None  # gathered by the preemption simulation's branch
-        usums = np.add.reduceat(used[:, rcols], starts)[fidx]
+        usums = exact_reduceat(used[:, rcols], starts)[fidx]
     dens = []
     fl: Any = 0.0
     for j, (col, (_, q)) in enumerate(zip(rcols, requests)):

@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 class _Cache:
     """ΔF per row for one pod shape, valid for the idle/free-cpu signature it was computed on."""
 
-    def __init__(self, rows: int, width: int) -> None:
+    def __init__(self, rows: int, width: int, wide: bool) -> None:
         self.idle = np.full((rows, width), -1, dtype=np.int64)
         self.free = np.full(rows, -1, dtype=np.int64)
-        self.delta = np.zeros(rows, dtype=np.int64)
+        self.delta = np.zeros(rows, dtype=object if wide else np.int64)  # exact (Layout.wide)
         self.ok = np.zeros(rows, dtype=bool)
 
 
@@ -95,7 +95,8 @@ class Measure:
             need = need_all[rows]
             taken = np.zeros(idle.shape, dtype=bool)
             for _ in range(count):
-                best = np.full(len(rows), np.iinfo(np.int64).max, dtype=np.int64)
+                best = np.full(len(rows), 1 << 200, dtype=object) if self.lay.wide else \
+                    np.full(len(rows), np.iinfo(np.int64).max, dtype=np.int64)
                 pick = np.full(len(rows), -1, dtype=np.int64)
                 for c in range(idle.shape[1]):
                     can = (idle[:, c] >= need[:, c]) & ~taken[:, c] & (need[:, c] < sc.BIG)
@@ -123,7 +124,7 @@ class Measure:
         free_all = self.free_cpu(state)
         cache = self.caches.get(key)
         if cache is None:
-            cache = self.caches[key] = _Cache(*idle_all.shape)
+            cache = self.caches[key] = _Cache(idle_all.shape[0], idle_all.shape[1], lay.wide)
         stale = rows[(cache.free[rows] != free_all[rows]) | (cache.idle[rows] != idle_all[rows]).any(axis=1)]
         if len(stale):
             d, ok = self.delta(stale, idle_all[stale], free_all[stale], cpu, reqs)

@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from service.domain.nodes.table import exact_sum
 from service.domain.state.cluster import ClusterState
 
 EPS = 1e-9  # relative float noise: scores within it are settled exactly
@@ -91,8 +92,8 @@ def domain_score(state: ClusterState, rows: np.ndarray, added: Mapping[str, int]
     nums, dens = [], []
     for r, add in added.items():
         col = nodes.resources[r]
-        dens.append(int(nodes.alloc[members, col][nodes.declared[members, col]].sum()))  # pods may be unlimited
-        nums.append(int(nodes.used[members, col].sum()) + add)
+        dens.append(exact_sum(nodes.alloc[members, col][nodes.declared[members, col]]))  # pods may be unlimited
+        nums.append(exact_sum(nodes.used[members, col]) + add)
     return domain_score_of(nums, dens)
 
 

@@ -172,13 +172,19 @@ class Layout:
             dev = ds.devices[int(self.gpu[r, c])]
             self.value[r, c] = dev.caps[name].value
             self.shareable[r, c] = dev.shareable
+        self.total_weight = sum(s.weight for s in shapes)
+        # F = Σ weight · f <= W · L per node, and ΔF twice that: int64 while it cannot reach 2^63,
+        # else Python integers (an object array: every sum after it follows), exact either way
+        top = float(self.value.sum(axis=1, dtype=np.float64).max()) if self.value.size else 0.0
+        self.wide = 4.0 * max(self.total_weight, 1) * top >= 2.0**62  # (a float bound, with room to spare)
+        if self.wide:
+            self.value = self.value.astype(object)
         self.col: dict[int, tuple[int, int]] = {int(self.gpu[r, c]): (int(r), int(c))
                                                 for r, c in zip(*np.nonzero(self.real), strict=True)}
         dev_shapes = [s for s in shapes if s.devices]
         self.weights = np.array([s.weight for s in dev_shapes], dtype=np.int64)
         self.cpu = np.array([s.cpu for s in dev_shapes], dtype=np.int64)
         self.count = np.array([s.count for s in dev_shapes], dtype=np.int64)
-        self.total_weight = sum(s.weight for s in shapes)
         self.need = np.stack([self._need(ds, nodes, index, sched, s.selectors, s.requests) for s in dev_shapes]) \
             if dev_shapes else np.zeros((0, *self.gpu.shape), dtype=np.int64)
 
