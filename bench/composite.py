@@ -40,7 +40,6 @@ LEADER = {"cpu": "4"}
 class Driver:
     def __init__(self) -> None:
         self.state = ClusterState("bench")
-        self.gpus_used = 0
 
     def run(self, kind: str, name: str, namespace: str | None, body: dict | None) -> tuple[float, list[Event]]:
         t0 = time.perf_counter()
@@ -50,6 +49,24 @@ class Driver:
         etype, data = accepted
         decisions = handle(self.state, Event(self.state.position + 1, etype, data))
         return time.perf_counter() - t0, decisions
+
+    def gpus_in_use(self) -> int:
+        """GPUs held by placed pods, from the node table (a leader asks for none)."""
+        nodes = self.state.nodes
+        col = nodes.resources.get(GPU)
+        return 0 if col is None else int(nodes.used[: nodes.count, col].sum())
+
+
+def placed_by(decisions: list[Event]) -> int:
+    """Pods these decisions placed: PodGroupScheduled / PodsScheduled pods and the pods of a
+    CompositePodGroupScheduled's groups (a PodGroupPreempted lists pods evicted, not placed)."""
+    placed = 0
+    for e in decisions:
+        if e.type in ("PodGroupScheduled", "PodsScheduled"):
+            placed += len(e.data["pods"])
+        elif e.type == "CompositePodGroupScheduled":
+            placed += sum(len(g["pods"]) for g in e.data["groups"])
+    return placed
 
 
 def tree(rng: random.Random, name: str, priority: int) -> tuple[dict, int]:
@@ -124,8 +141,7 @@ def main() -> None:
                 "labels": {"block": "b0", "rack": "b0-r0", "bench/probe": str(i)},
                 "allocatable": {"cpu": "64", GPU: "8", "pods": "110"}})
             times["nothing"].append(dt)
-        used = sum(g.placed for wl in d.state.workloads.values() if wl.deleted_at is None for g in wl.groups)
-        if used > 0.9 * total_gpus and live:
+        if d.gpus_in_use() > 0.9 * total_gpus and live:
             name, _ = live.pop(0)
             dt, _ = d.run("DeleteWorkload", name, "bench", None)
             times["delete"].append(dt)
@@ -135,8 +151,7 @@ def main() -> None:
         dt, decisions = d.run("SubmitWorkload", body["name"], "bench", body)
         times[kind].append(dt)
         trees_decided += kind == "tree"
-        pods += sum(len(e.data.get("pods") or ()) for e in decisions) + \
-            sum(len(g["pods"]) for e in decisions for g in e.data.get("groups") or ())
+        pods += placed_by(decisions)
         live.append((body["name"], n))
     elapsed = time.perf_counter() - t_start
 
@@ -154,8 +169,7 @@ def main() -> None:
         "nothing_ms": {"p50": pct(times["nothing"], 0.5), "p99": pct(times["nothing"], 0.99),
                        "n": len(times["nothing"])},
         "pending_trees": args.pending_trees,
-        "gpu_fill": round(sum(g.placed for wl in d.state.workloads.values() if wl.deleted_at is None
-                              for g in wl.groups) / total_gpus, 3),
+        "gpu_fill": round(d.gpus_in_use() / total_gpus, 3),
     }, indent=1))
 
 
