@@ -4,7 +4,7 @@ given to the preemptor and leaves every capacity of every device within its valu
 pod of a group (workload) with no pod placed brings its group (workload) claims back with it."""
 from __future__ import annotations
 
-from service.domain import events as ev
+from service.domain.model import events as ev
 from tests.domain.sim import Sim, basic, pods
 from tests.domain.test_composite import cpg, submit_tree
 from tests.domain.test_devices import with_claims
