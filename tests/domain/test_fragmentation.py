@@ -10,7 +10,7 @@ from service.domain import Event, handle
 from service.domain.model import events as ev
 from service.domain.placement import scoring
 from service.domain.placement.fragmentation import Measure
-from tests.domain.sim import Sim, basic, pods
+from tests.domain.sim import Sim, basic, gang, pods
 from tests.domain.test_devices import device_class, with_claims
 from tests.domain.test_sharing import consumed, gpu_node, sgpu, share_tpl, submit_share
 
@@ -159,4 +159,24 @@ def test_replay_equals_live_under_fragmentation_aware():
     for i in range(8):
         submit_share(s, f"w{i}", str(150 * (i % 4) + 200), count=1 + (i % 2))
     s.delete("w2")
+    s.assert_replay_equal()
+
+
+def test_a_submissions_own_pods_weigh_from_the_next_input_on_through_its_whole_pass():
+    """sharing.md *Target from history*: the target deciding an input comes from the submissions
+    before it, for every decision of its pass. w1 preempts w3, and w3 is placed again in the same
+    pass: with the target of the last 4 pods before w1 (w0's two 500s, w3's two 200s)."""
+    s = cluster()
+    configure(s, fa(fromHistory={"pods": 4, "coverage": 100}))
+    gpu_node(s, "n1", [sgpu("gpu-0"), sgpu("gpu-1", index=1)], cpu="8")
+    gpu_node(s, "n2", [sgpu("gpu-0"), sgpu("gpu-1", "500", index=1)], cpu="8")
+    submit_share(s, "w6", "700", group=gang, priority=1)
+    submit_share(s, "w0", "500", pods_=2, group=gang, priority=1)
+    submit_share(s, "w3", "200", pods_=2, group=gang, priority=0)
+    assert s.placements("w3") == {"p-0": "n2", "p-1": "n1"}
+    s.delete("w0")
+    s.delete("w6")
+    submit_share(s, "w1", "1000", pods_=2, group=gang, priority=2)
+    assert s.types() == [ev.POD_GROUP_PREEMPTED, ev.POD_GROUP_SCHEDULED, ev.POD_GROUP_SCHEDULED]
+    assert s.placements("w3") == {"p-0": "n1", "p-1": "n1"}
     s.assert_replay_equal()

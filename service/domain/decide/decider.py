@@ -49,12 +49,21 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
         evolve(state, event)
         out.append(event)
 
+    state.deciding = input_event.position  # the target from history counts what came before it
+    try:
+        _decide(state, input_event, emit)
+    finally:
+        del state.deciding
+    return out
+
+
+def _decide(state: ClusterState, input_event: ev.Event, emit: Callable[[str, dict[str, Any]], None]) -> None:
     lost_node = None
     if input_event.type == ev.NODE_REMOVED:
         lost_node = state.nodes.index[input_event.data["name"]]
     evolve(state, input_event)
     if input_event.type == ev.COMMAND_REJECTED:
-        return out
+        return
     if lost_node is not None:
         _node_lost(state, lost_node, input_event.data["name"], emit)
     if input_event.type == ev.NODE_UPSERTED and input_event.data.get("taints"):
@@ -71,7 +80,6 @@ def handle(state: ClusterState, input_event: ev.Event) -> list[ev.Event]:
         pass  # adds no room: nothing pending can newly fit
     else:
         _pass(state, emit, only=None)
-    return out
 
 
 Emit = Callable[[str, dict[str, Any]], None]

@@ -240,22 +240,25 @@ def target_shapes(state: Any, sched: Scheduler) -> tuple[Shape, ...]:
         return sched.shapes
     assert sched.history is not None
     pods, coverage = sched.history
-    key = (state.position, sched.device_class, pods, coverage)
+    # while an input is decided, the submissions before it (its own pods weigh from the next input
+    # on, whatever its pass records first); otherwise, for the next input, every one recorded
+    before = state.deciding if state.deciding is not None else state.position + 1
+    key = (before, sched.device_class, pods, coverage)
     cached = getattr(state, "_target", None)
     if cached is not None and cached[0] == key:
         return cached[1]  # type: ignore[no-any-return]
-    shapes = derive(history_window(state, sched.device_class, pods), coverage)
+    shapes = derive(history_window(state, sched.device_class, pods, before), coverage)
     state._target = (key, shapes)
     return shapes
 
 
-def history_window(state: Any, device_class: str, pods: int) -> list[Shape]:
-    """The last `pods` counted pods of the submissions recorded before the input being decided,
-    in position order, a workload's pods in its view's order (sharing.md, *Target from history*)."""
+def history_window(state: Any, device_class: str, pods: int, before: int) -> list[Shape]:
+    """The last `pods` counted pods of the submissions recorded before position `before`, in
+    position order, a workload's pods in its view's order (sharing.md, *Target from history*)."""
     from service.domain.dra import claims as cl
     out: list[Shape] = []
     for wl in reversed(list(state.by_position.values())):
-        if wl.position >= state.position:
+        if wl.position >= before:
             continue
         mine: list[Shape] = []
         for g in wl.groups:

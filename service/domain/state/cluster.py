@@ -31,6 +31,7 @@ class ClusterState:
     scheduler: Scheduler | None = None
     scheduler_body: dict[str, Any] | None = None
     scheduler_position: int | None = None
+    deciding: int | None = None  # the position of the input being decided, while `handle` runs
     finished_before = 0
     finishing: set[int] = frozenset()  # type: ignore[assignment]  # states pickled before pod phases: none
     moves_dropped = 0  # states pickled before the journal of moves: none dropped
