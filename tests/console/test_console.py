@@ -293,7 +293,7 @@ def test_names_not_found_are_said_in_words(page, site):
 def test_the_verification_shows_chain_checkpoints_and_the_replay_verdict(page, site):
     driver = page(f"{C}/audit")
     body = text(driver)
-    checkpoints = api(site, "/audit/checkpoints")["checkpoints"]
+    checkpoints = api(site, "/audit/checkpoints")["items"]
     assert checkpoints and "The hash chain is intact" in body
     assert "signed checkpoint" in body and f"the last at #{checkpoints[-1]['position']}" in body
     assert checkpoints[-1]["keyId"] in body

@@ -62,7 +62,7 @@ export async function render({ cluster }, { signal }) {
   });
   return [heading(`Verification of ${cluster}`),
     section("Hash chain", chain(cluster, v)),
-    section("Signed checkpoints", checkpoints(cps.checkpoints)),
+    section("Signed checkpoints", checkpoints(cps.items)),
     section("Replay", h("p", {}, "Re-decides every recorded input with this release's code and compares each decision "
       + "with the recorded one. It reads the whole record: on a long one it takes a while."), button, out)];
 }
