@@ -2,15 +2,20 @@
 
 It stands in for a Kubernetes job controller: a folder of manifests plays the API server's watch.
 Each manifest (Job, JobSet, LeaderWorkerSet, or a scheduling.k8s.io bundle; one job per file) is
-converted with `gangplank_client.kube.to_workload` and submitted with an idempotency key derived from
+converted with `gangplank_client.kube.convert` and submitted with an idempotency key derived from
 the object (its uid, else its generation, else a hash of its content), so a restarted controller
-submitting the same folder again gets the first answers back and records nothing twice. It follows
-the event feed and reports every pod's node as it is bound, released (preemption, node loss) and bound
-again; when a manifest's file goes away it deletes the workload.
+submitting the same folder again gets the first answers back and records nothing twice. A JobSet
+whose replicated jobs wait for others (`dependsOn`, `startupPolicyOrder: InOrder`) is submitted stage
+by stage: each later stage once what it waits for is reached (`Ready`: every pod of those replicated
+jobs placed; `Complete`: every one of them reported `Succeeded`, by the finished-pod reports). It
+follows the event feed and reports every pod's node as it is bound, released (preemption, node loss)
+and bound again; when a manifest's file goes away it deletes the workload and its stages.
 
     python examples/job_controller.py --manifests ./jobs --server http://127.0.0.1:8000 --cluster default
 
 Reports are lines on stdout:
+    submitted team-a/train Scheduled
+    staged team-a/demo-workers waits for team-a/demo (driver Ready)
     bound team-a/train job/train-0 n1
     released team-a/train job/train-0 n1 (PodsLost: NodeRemoved)
     refused team-a/trainer: 422 Unprocessable Content ... (the manifest is not submitted)
@@ -29,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gangplank_client import AsyncClient, ProblemError, WorkloadView
-from gangplank_client.kube import load, to_workload
+from gangplank_client.kube import Stage, convert, load
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -50,6 +55,8 @@ class Owned:
     name: str
     key: str
     fingerprint: str  # the file's content when it was handled
+    pending: list[Stage] = field(default_factory=list)  # later stages of a JobSet, not submitted yet
+    stages: list[str] = field(default_factory=list)  # the names of those submitted
 
 
 @dataclass
@@ -61,6 +68,7 @@ class Controller:
     nodes: dict[tuple[str, str, str, str], str | None] = field(default_factory=dict)
     refused: dict[Path, str] = field(default_factory=dict)
     head: int = 0  # the feed's last position when this run started
+    advancing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one stage check at a time
 
     # -- the folder ---------------------------------------------------------------------------
     async def sync(self) -> None:
@@ -79,11 +87,14 @@ class Controller:
     async def submit(self, path: Path, text: str) -> None:
         try:
             objs = load(text)
-            namespace, body = to_workload(objs)
+            conversion = convert(objs)
+            if len(conversion.workloads) != 1:
+                raise ValueError(f"{len(conversion.workloads)} workloads in one file (this controller takes one)")
         except ValueError as exc:
             self.refused[path] = text
             self.report(f"refused {path.name}: {exc}")
             return
+        (namespace, body), = conversion.workloads
         top = next(o for o in objs if o.get("kind") in ("Job", "JobSet", "LeaderWorkerSet", "Workload"))
         key = "submit/" + object_key(top, text)
         try:
@@ -94,24 +105,61 @@ class Controller:
             return
         if view.position <= self.head:  # an answer replayed from before this run: read what holds now
             view = await self.client.get_workload(namespace, body["name"])
-        self.owned[path] = Owned(namespace, body["name"], key, text)
+        self.owned[path] = Owned(namespace, body["name"], key, text, pending=list(conversion.stages))
         self.report(f"submitted {namespace}/{body['name']} {view.status.phase}")
         self.observe_view(view)
+        for stage in conversion.stages:
+            self.report(stage.line.replace("staged:", "staged", 1))
+        await self.advance()
+
+    # -- stages -------------------------------------------------------------------------------
+    async def reached(self, stage: Stage) -> bool:
+        for wait in stage.waits_for:
+            try:
+                view = await self.client.get_workload(wait.namespace, wait.workload)
+            except ProblemError as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            if not wait.reached(view):
+                return False
+        return True
+
+    async def advance(self) -> None:
+        """Submit every later stage whose wait is over, in order (a stage's key: the object's, and its name)."""
+        async with self.advancing:
+            for owned in list(self.owned.values()):
+                await self._advance(owned)
+
+    async def _advance(self, owned: Owned) -> None:
+        while owned.pending and await self.reached(owned.pending[0]):
+            stage = owned.pending.pop(0)
+            name = stage.body["name"]
+            try:
+                view = await self.client.submit(stage.namespace, stage.body,
+                                                idempotency_key=f"submit/{owned.key}/{name}")
+            except ProblemError as exc:
+                self.report(f"refused {stage.namespace}/{name}: {exc}".replace("\n", " |"))
+                continue
+            owned.stages.append(name)
+            self.report(f"submitted {stage.namespace}/{name} {view.status.phase}")
+            self.observe_view(view)
 
     async def delete(self, owned: Owned) -> None:
-        try:
-            view = await self.client.delete_workload(owned.namespace, owned.name,
-                                                     idempotency_key="delete/" + owned.key)
-        except ProblemError as exc:
-            self.report(f"refused deleting {owned.namespace}/{owned.name}: {exc}".replace("\n", " |"))
-            return
-        for key in [k for k in self.nodes if k[:2] == (owned.namespace, owned.name)]:
-            del self.nodes[key]
-        self.report(f"deleted {owned.namespace}/{owned.name} {view.status.phase}")
+        for name in [*reversed(owned.stages), owned.name]:
+            try:
+                view = await self.client.delete_workload(owned.namespace, name,
+                                                         idempotency_key=f"delete/{owned.key}/{name}")
+            except ProblemError as exc:
+                self.report(f"refused deleting {owned.namespace}/{name}: {exc}".replace("\n", " |"))
+                continue
+            for key in [k for k in self.nodes if k[:2] == (owned.namespace, name)]:
+                del self.nodes[key]
+            self.report(f"deleted {owned.namespace}/{name} {view.status.phase}")
 
     # -- the feed -----------------------------------------------------------------------------
     def ours(self, namespace: str, workload: str) -> bool:
-        return any((o.namespace, o.name) == (namespace, workload) for o in self.owned.values())
+        return any(o.namespace == namespace and workload in (o.name, *o.stages) for o in self.owned.values())
 
     def bind(self, namespace: str, workload: str, group: str, pod: str, node: str | None, why: str = "") -> None:
         """Report a pod's node when it changes (a submit answer and the feed both tell it: once)."""
@@ -152,6 +200,8 @@ class Controller:
     async def follow(self, after: int) -> None:
         async for event in self.client.watch(after=after, wait=5):
             self.observe(event.type, event.data)
+            if event.type in ("PodGroupScheduled", "PodsScheduled", "CompositePodGroupScheduled", "PodsFinished"):
+                await self.advance()  # a stage may be due: its wait is pods placed or finished
 
     async def run(self, interval: float = 0.5, stop: asyncio.Event | None = None) -> None:
         """Follow the feed from now, and the folder every `interval` seconds, until `stop` is set."""

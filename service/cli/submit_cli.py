@@ -34,6 +34,7 @@ def _inputs(files: list[str], namespace: str | None, ignore_unenforced: bool) ->
         total.stages += part.stages
         total.warnings += part.warnings
         total.skipped += part.skipped
+        total.sources.update(part.sources)
     for line in total.skipped + total.warnings:
         typer.echo(line, err=True)
     return total
@@ -66,11 +67,23 @@ def submit(files: list[str] = FilesOpt,
     conversion = _inputs(files, namespace, ignore_unenforced)
     with connect(server, cluster, token) as c:
         for ns, body in conversion.workloads:
-            typer.echo(_outcome(c.submit(ns, body, dry_run=dry_run, idempotency_key=_key(cluster, ns, body, dry_run)), dry_run))
+            typer.echo(_outcome(_submit_converted(c, conversion, ns, body, dry_run=dry_run,
+                                                  idempotency_key=_key(cluster, ns, body, dry_run)), dry_run))
         for stage in conversion.stages:
             typer.echo(stage.line)
         if follow and not dry_run:
             _follow(c, cluster, conversion.stages)
+
+
+def _submit_converted(c: Client, conversion: Any, namespace: str, body: dict[str, Any], **options: Any) -> WorkloadView:
+    """Submit one converted body; a 422 names the manifest's paths where the body came from one."""
+    from gangplank_client import ProblemError
+    try:
+        return c.submit(namespace, body, **options)
+    except ProblemError as exc:
+        if exc.status != 422 or (namespace, body["name"]) not in conversion.sources:
+            raise
+        raise ProblemError(exc.status, exc.title, conversion.refusal(namespace, body["name"], exc)) from exc
 
 
 def _key(cluster: str, namespace: str, body: dict[str, Any], dry_run: bool) -> str:
@@ -88,12 +101,8 @@ def _reached(c: Client, wait: Any) -> bool:
         if exc.status == 404:
             return False
         raise
-    pods = [p for g in view.status.pod_groups if any(g.name == rj or g.name.startswith(f"{rj}-")
-                                                       or g.name.startswith(f"{wait.workload}-{rj}")
-                                                       for rj in wait.replicated_jobs) for p in g.pods]
-    if wait.condition == "Complete":
-        return bool(pods) and all(p.phase == "Succeeded" for p in pods)
-    return bool(pods) and all(p.node is not None for p in pods)
+    reached: bool = wait.reached(view)  # the rule of gangplank_client.kube.Wait, as the reference controller's
+    return reached
 
 
 def _follow(c: Client, cluster: str, stages: list[Any]) -> None:

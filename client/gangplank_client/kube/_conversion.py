@@ -10,7 +10,18 @@ from gangplank_client.kube._bundle import bundle, claim_template, used_templates
 from gangplank_client.kube._convert import Context, instance_spec, job, leaderworkerset, templates_of, workload_ref
 from gangplank_client.kube._jobset import jobset
 from gangplank_client.kube._pods import Priority
-from gangplank_client.kube._read import ManifestError, Manifests, Obj, Refusals, as_map, load, name_objects
+from gangplank_client.kube._read import (
+    BodyPath,
+    ManifestError,
+    Manifests,
+    Obj,
+    Refusals,
+    as_map,
+    load,
+    manifest_path,
+    name_objects,
+    take_origins,
+)
 
 # what each kind is served as (apiVersion), as the API servers of v1.37 and the CRDs serve them
 SERVED: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -44,6 +55,16 @@ class Wait:
     def __str__(self) -> str:
         return f"{self.namespace}/{self.workload} ({', '.join(self.replicated_jobs)} {self.condition})"
 
+    def reached(self, view: Any) -> bool:
+        """Whether the workload's view (a WorkloadView of `namespace/workload`) shows the wait over:
+        every pod of the replicated jobs' groups placed (`Ready`) or `Succeeded` (`Complete`)."""
+        pods = [p for g in view.status.pod_groups
+                if any(g.name == rj or g.name.startswith(f"{rj}-") or g.name.startswith(f"{self.workload}-{rj}")
+                       for rj in self.replicated_jobs) for p in g.pods]
+        if self.condition == "Complete":
+            return bool(pods) and all(p.phase == "Succeeded" for p in pods)
+        return bool(pods) and all(p.node is not None for p in pods)
+
 
 @dataclass
 class Stage:
@@ -62,6 +83,26 @@ class Conversion:
     stages: list[Stage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # (namespace, workload name) -> (the object it was converted from, {body path: manifest path})
+    sources: dict[tuple[str, str], tuple[str, dict[BodyPath, str]]] = field(default_factory=dict)
+
+    def locate(self, namespace: str, name: str, loc: BodyPath) -> str | None:
+        """Where a location in the body of `namespace/name` (as a 422 names it: ["body", ...]) is in
+        its manifest: "JobSet big: spec.replicatedJobs[0].replicas"; None when not converted here."""
+        if (source := self.sources.get((namespace, name))) is None:
+            return None
+        rest = tuple(loc[1:]) if loc and loc[0] == "body" else tuple(loc)
+        return f"{source[0]}: {manifest_path(source[1], rest) or '.'.join(map(str, rest)) or 'spec'}"
+
+    def refusal(self, namespace: str, name: str, problem: Any) -> str:
+        """A server's refusal of a converted body, each field error named at its manifest path: one
+        line per error (`problem` is a gangplang_client.ProblemError)."""
+        errors = getattr(problem, "errors", None) or []
+        lines = [f"{where}: {e.msg}" for e in errors
+                 if (where := self.locate(namespace, name, tuple(e.loc))) is not None]
+        if not lines or len(lines) != len(errors):
+            return str(problem)
+        return "\n".join(lines)
 
 
 def _holds_pods(value: Any) -> bool:
@@ -126,7 +167,9 @@ def _namespace(obj: Obj, given: str | None, errors: list[str]) -> str:
     return str(own or given or "default")
 
 
-def _finish(body: Obj, ctx: Context, claim_templates: dict[str, Obj]) -> None:
+def _finish(body: Obj, ctx: Context, claim_templates: dict[str, Obj]) -> dict[BodyPath, str]:
+    """The body completed (priority, claim templates) and checked; where its parts come from."""
+    origins = take_origins(body)
     ctx.prio.apply(body)
     used = used_templates(body)
     for missing in sorted(used - set(claim_templates)):
@@ -136,7 +179,10 @@ def _finish(body: Obj, ctx: Context, claim_templates: dict[str, Obj]) -> None:
                                           for n in sorted(used & set(claim_templates))]
     if not ctx.out.items:
         for e in validate(body):
-            ctx.out.add(".".join(str(p) for p in e.loc[1:]) or "spec", f"{e.msg} (in the converted workload)")
+            where = manifest_path(origins, tuple(e.loc[1:]))
+            ctx.out.add(where or ".".join(str(p) for p in e.loc[1:]) or "spec",
+                        e.msg if where else f"{e.msg} (in the converted workload)")
+    return origins
 
 
 def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenforced: bool = False) -> Conversion:
@@ -164,7 +210,7 @@ def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenfo
         else:
             planned = [(TOPS[kind](obj, ctx), [])]
         for body, _ in planned:
-            _finish(body, ctx, claim_templates)
+            result.sources[ns, body["name"]] = (where(obj), _finish(body, ctx, claim_templates))
         errors += ctx.out.lines()
         result.warnings += ctx.out.warnings
         used_groups |= ctx.used_pod_groups
@@ -182,7 +228,7 @@ def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenfo
         ctx.prio = Priority(ctx.out)
         ns = _namespace(wl, namespace, errors)
         body = bundle(wl, companions, ctx)
-        _finish(body, ctx, claim_templates)
+        result.sources[ns, body["name"]] = (where(wl), _finish(body, ctx, claim_templates))
         errors += ctx.out.lines()
         result.warnings += ctx.out.warnings
         result.workloads.append((ns, body))
@@ -190,6 +236,9 @@ def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenfo
     errors += _strays(objs, {o["metadata"]["name"] for o in bundles}, used_groups, known)
     if errors:
         raise ManifestError(errors)
+    used = set().union(*(used_templates(b) for _, b in result.workloads), *(used_templates(s.body) for s in result.stages))
+    result.skipped += [f"skipped: ResourceClaimTemplate {name} (used by no workload)"
+                       for name in claim_templates if name not in used]
     return result
 
 

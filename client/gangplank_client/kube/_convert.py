@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gangplank_client.kube._pods import Priority, claim_entries, pod_shape
-from gangplank_client.kube._read import Obj, Refusals, annotations_of, as_map
+from gangplank_client.kube._read import Obj, Refusals, annotations_of, as_map, origin
 
 JOBSET_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_TOPOLOGY = "leaderworkerset.sigs.k8s.io/exclusive-topology"
@@ -129,12 +129,14 @@ def apply_kueue(group: Obj, template: Obj, path: str, out: Refusals) -> Obj:
     if required and preferred:
         out.add(f"{where}[{KUEUE_PREFERRED}]", f"cannot be given with {KUEUE_REQUIRED}")
     topology = {"key": required} if required else {"key": preferred, "mode": "Preferred"} if preferred else None
+    noted = f"{where}[{KUEUE_REQUIRED if required else KUEUE_PREFERRED}]"
     slice_key, slice_size = notes.get(KUEUE_SLICE_REQUIRED), notes.get(KUEUE_SLICE_SIZE)
     if not slice_key:
         if slice_size:
             out.add(f"{where}[{KUEUE_SLICE_SIZE}]", f"needs {KUEUE_SLICE_REQUIRED}")
         if topology and "topology" not in group:
             group["topology"] = topology
+            origin(group, None, {"topology": noted})
         return group
     entries = group["pods"]
     pods = sum(e["count"] for e in entries)
@@ -150,7 +152,9 @@ def apply_kueue(group: Obj, template: Obj, path: str, out: Refusals) -> Obj:
     extra = {k: v for k, v in group.items() if k in ("disruptionMode", "resourceClaims")}
     slices = {"name": "slice", "count": pods // size, "schedulingPolicy": {"gang": {"minCount": size}},
               "topology": {"key": slice_key}, **extra, "pods": [{**entries[0], "count": size}]}
+    origin(slices, f"{where}[{KUEUE_SLICE_SIZE}]", {"topology": f"{where}[{KUEUE_SLICE_REQUIRED}]"})
     cpg: Obj = {"name": group["name"], "schedulingPolicy": {"gang": {"minGroupCount": pods // size}}}
+    origin(cpg, group.get("_from", {}).get("", path), {"topology": noted})
     if topology or "topology" in group:
         cpg["topology"] = group.get("topology") or topology
     if "disruptionMode" in group:
@@ -169,7 +173,13 @@ def job_group(name: str, job_spec: Obj, path: str, ctx: Context, *, entry: str, 
     shape = pod_shape(spec, f"{path}.template.spec", out)
     sched = out.get_map(job_spec, "scheduling", path)
     policy, extra = group_fields(sched, f"{path}.scheduling", out, pods=pods, default_gang=default_gang)
-    group = {"name": name, "schedulingPolicy": policy, **extra, "pods": [{"name": entry, "count": pods, **shape}]}
+    pod_entry = origin({"name": entry, "count": pods, **shape}, f"{path}.template.spec",
+                       {"count": f"{path}.parallelism", "requests": f"{path}.template.spec.containers"})
+    group = origin({"name": name, "schedulingPolicy": policy, **extra, "pods": [pod_entry]}, path, {
+        "schedulingPolicy": f"{path}.scheduling.schedulingPolicy" if "schedulingPolicy" in sched
+        else f"{path}.parallelism",
+        "topology": f"{path}.scheduling.schedulingConstraints.topology[0]",
+        **{k: f"{path}.scheduling.{k}" for k in ("disruptionMode", "resourceClaims")}})
     return apply_kueue(group, template, f"{path}.template", out)
 
 
@@ -184,10 +194,9 @@ def job(obj: Obj, ctx: Context) -> Obj:
         pg_name, pg_spec, pg_path = joined
         ctx.prio.add(pg_spec, pg_path)
         policy, extra = group_fields(pg_spec, pg_path, ctx.out, pods=None, default_gang=False)
-        group = {"name": pg_name, "schedulingPolicy": policy, **extra, "pods": group.get("pods", [])}
-    if "podGroups" in group:
-        return {"name": name, "compositePodGroups": [group]}
-    return {"name": name, "podGroups": [group]}
+        group = origin({"name": pg_name, "schedulingPolicy": policy, **extra, "pods": group.get("pods", [])}, pg_path)
+    body = origin({"name": name}, "metadata", {"name": "metadata.name"})
+    return {**body, ("compositePodGroups" if "podGroups" in group else "podGroups"): [group]}
 
 
 # -- LeaderWorkerSet --------------------------------------------------------------------------------
@@ -207,31 +216,41 @@ def leaderworkerset(obj: Obj, ctx: Context) -> Obj:
     leader_path = "spec.leaderWorkerTemplate.leaderTemplate" if "leaderTemplate" in lwt \
         else "spec.leaderWorkerTemplate.workerTemplate"
     leader = out.get_map(leader_t, "spec", leader_path) or worker
-    for i, _ in enumerate(out.get_maps(spec, "volumeClaimTemplates", "spec")):
-        out.warn(f"spec.volumeClaimTemplates[{i}]", "storage is not modelled; a volume bound to a zone is not enforced")
+    for where, holder in (("spec.leaderWorkerTemplate", lwt), ("spec", spec)):  # the API's place, and the spec's
+        for i, _ in enumerate(out.get_maps(holder, "volumeClaimTemplates", where)):
+            out.warn(f"{where}.volumeClaimTemplates[{i}]", "storage is not modelled; a volume bound to a zone is "
+                     "not enforced")
     ctx.prio.add(leader, f"{leader_path}.spec")
-    groups = [{"name": "leader", "schedulingPolicy": {"gang": {"minCount": 1}}, "disruptionMode": "All",
-               "pods": [{"name": "leader", "count": 1, **pod_shape(leader, f"{leader_path}.spec", out)}]}]
+    leader_entry = origin({"name": "leader", "count": 1, **pod_shape(leader, f"{leader_path}.spec", out)},
+                          f"{leader_path}.spec", {"requests": f"{leader_path}.spec.containers"})
+    groups = [origin({"name": "leader", "schedulingPolicy": {"gang": {"minCount": 1}}, "disruptionMode": "All",
+                      "pods": [leader_entry]}, leader_path)]
     templates = [(leader_t, leader_path)]
     if size > 1:
         path = "spec.leaderWorkerTemplate.workerTemplate.spec"
         ctx.prio.add(worker, path)
-        groups.append({"name": "workers", "schedulingPolicy": {"gang": {"minCount": size - 1}},
-                       "disruptionMode": "All",
-                       "pods": [{"name": "worker", "count": size - 1, **pod_shape(worker, path, out)}]})
+        size_path = "spec.leaderWorkerTemplate.size"
+        worker_entry = origin({"name": "worker", "count": size - 1, **pod_shape(worker, path, out)}, path,
+                              {"count": size_path, "requests": f"{path}.containers"})
+        groups.append(origin({"name": "workers", "schedulingPolicy": {"gang": {"minCount": size - 1}},
+                              "disruptionMode": "All", "pods": [worker_entry]},
+                             "spec.leaderWorkerTemplate.workerTemplate", {"schedulingPolicy": size_path}))
         templates.append((worker_t, "spec.leaderWorkerTemplate.workerTemplate"))
     copy: Obj = {"name": name, "count": out.get_int(spec, "replicas", "spec", 1, minimum=1) or 1,
                  "schedulingPolicy": {"gang": {"minGroupCount": len(groups)}}, "disruptionMode": "All"}
+    origin(copy, "spec", {"count": "spec.replicas", "schedulingPolicy": "spec.leaderWorkerTemplate.size"})
     if notes.get(LWS_TOPOLOGY):
         copy["topology"] = {"key": notes[LWS_TOPOLOGY], "exclusive": True}
+        origin(copy, None, {"topology": f"metadata.annotations[{LWS_TOPOLOGY}]"})
     _kueue_lws(copy, groups, templates, out)
     copy["podGroups"] = groups
-    return {"name": name, "compositePodGroups": [copy]}
+    return {**origin({"name": name}, "metadata", {"name": "metadata.name"}), "compositePodGroups": [copy]}
 
 
 def _kueue_lws(copy: Obj, groups: list[Obj], templates: list[tuple[Obj, str]], out: Refusals) -> None:
-    """Kueue on an LWS: leader and workers sharing `podset-group-name` share the required domain (the
-    copy's topology); otherwise each template's annotations apply to its own group."""
+    """Kueue on an LWS: each template's annotations apply to its own group (a pod set each); leader
+    and workers sharing `podset-group-name` also share the domain, so the copy (the CPG that holds
+    both) gets that topology too."""
     notes = [annotations_of(t) for t, _ in templates]
     names = {n.get(KUEUE_GROUP) for n in notes}
     if len(templates) == 2 and len(names) == 1 and None not in names:
@@ -239,11 +258,13 @@ def _kueue_lws(copy: Obj, groups: list[Obj], templates: list[tuple[Obj, str]], o
         if len(keys) > 1:
             out.add(f"{templates[1][1]}.metadata.annotations[{KUEUE_REQUIRED}]",
                     "pod sets of one podset-group-name must name the same topology")
-        elif keys and "topology" not in copy:
+            return
+        if keys and "topology" not in copy:
             key = keys.pop()
-            copy["topology"] = {"key": key} if any(n.get(KUEUE_REQUIRED) for n in notes) \
-                else {"key": key, "mode": "Preferred"}
-        return
+            required = any(n.get(KUEUE_REQUIRED) for n in notes)
+            copy["topology"] = {"key": key} if required else {"key": key, "mode": "Preferred"}
+            origin(copy, None, {"topology": f"{templates[0][1]}.metadata.annotations["
+                                            f"{KUEUE_REQUIRED if required else KUEUE_PREFERRED}]"})
     for i, (template, path) in enumerate(templates):
         changed = apply_kueue(groups[i], template, path, out)
         if "podGroups" in changed:

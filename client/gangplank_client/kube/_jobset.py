@@ -14,7 +14,7 @@ from gangplank_client.kube._convert import (
     pod_template,
 )
 from gangplank_client.kube._pods import pod_shape
-from gangplank_client.kube._read import Obj, Refusals, annotations_of, as_map
+from gangplank_client.kube._read import Obj, Refusals, annotations_of, as_map, origin
 
 STORAGE = "storage is not modelled; a volume bound to a zone is not enforced"
 Waits = list[tuple[str, str]]  # (replicated job, Ready | Complete)
@@ -62,10 +62,13 @@ def stages(obj: Obj, rjs: list[tuple[int, str, Obj]], out: Refusals) -> list[tup
     return [(first, []), *later] if first else later
 
 
-def _exclusive_key(obj: Obj, rj: Obj) -> str | None:
-    key: str | None
-    key = annotations_of(rj.get("template") or {}).get(JOBSET_TOPOLOGY) or annotations_of(obj).get(JOBSET_TOPOLOGY)
-    return key
+def _exclusive_key(obj: Obj, rj: Obj, path: str) -> tuple[str | None, str]:
+    """The exclusive topology of a replicated job (its template's annotation, else the JobSet's), and
+    where it is written."""
+    own: str | None = annotations_of(rj.get("template") or {}).get(JOBSET_TOPOLOGY)
+    if own:
+        return own, f"{path}.template.metadata.annotations[{JOBSET_TOPOLOGY}]"
+    return annotations_of(obj).get(JOBSET_TOPOLOGY), f"metadata.annotations[{JOBSET_TOPOLOGY}]"
 
 
 def body(name: str, obj: Obj, rjs: list[tuple[int, str, Obj]], ctx: Context) -> Obj:
@@ -93,37 +96,44 @@ def body(name: str, obj: Obj, rjs: list[tuple[int, str, Obj]], ctx: Context) -> 
             if pg_name not in joined:
                 ctx.prio.add(pg_spec, pg_path)
                 policy, extra = group_fields(pg_spec, pg_path, out, pods=None, default_gang=False)
-                joined[pg_name] = {"name": pg_name, "schedulingPolicy": policy, **extra, "pods": []}
-            joined[pg_name]["pods"].append({"name": rj_name, "count": replicas * pods, **shape})
+                joined[pg_name] = origin({"name": pg_name, "schedulingPolicy": policy, **extra, "pods": []}, pg_path)
+            joined[pg_name]["pods"].append(origin({"name": rj_name, "count": replicas * pods, **shape},
+                                                  f"{jpath}.template.spec", {"count": f"{path}.replicas"}))
             continue
         group = job_group(rj_name, job_spec, jpath, ctx, entry=rj_name, default_gang=True)
-        if (key := _exclusive_key(obj, rj)) and "topology" not in group:
+        key, key_path = _exclusive_key(obj, rj, path)
+        if key and "topology" not in group:
             group["topology"] = {"key": key, "exclusive": True}
-        entry = _podset(group, job_spec, replicas)
+            origin(group, None, {"topology": key_path})
+        entry = _podset(group, job_spec, replicas, path)
         (cpgs if "podGroups" in entry or "compositePodGroups" in entry else groups).append(entry)
     if not groups and not cpgs:
-        return {"name": name, "podGroups": list(joined.values())}
+        return {**origin({"name": name}, "metadata", {"name": "metadata.name"}), "podGroups": list(joined.values())}
     groups += list(joined.values())
     children = sum(c.get("count", 1) for c in groups + cpgs)
-    root: Obj = {"name": name, "schedulingPolicy": {"gang": {"minGroupCount": max(children, 1)}}}
+    root: Obj = origin({"name": name, "schedulingPolicy": {"gang": {"minGroupCount": max(children, 1)}}},
+                       "spec.replicatedJobs")
     root.update({k: v for k, v in (("podGroups", groups), ("compositePodGroups", cpgs)) if v})
-    return {"name": name, "compositePodGroups": [root]}
+    return {**origin({"name": name}, "metadata", {"name": "metadata.name"}), "compositePodGroups": [root]}
 
 
-def _podset(group: Obj, job_spec: Obj, replicas: int) -> Obj:
+def _podset(group: Obj, job_spec: Obj, replicas: int, path: str) -> Obj:
     """The tree entry of a replicated job's Jobs (`count: replicas`). Kueue's pod set of a replicated
     job is all its Jobs' pods: with several replicas, its required (preferred) topology holds them
     together in a CPG of their own, named after the replicated job."""
     notes = annotations_of(job_spec.get("template") or {})
     key = notes.get(KUEUE_REQUIRED) or notes.get(KUEUE_PREFERRED)
+    counted = origin({**group, "count": replicas}, None, {"count": f"{path}.replicas"})
     if replicas == 1 or not key or group.get("topology", {}).get("exclusive"):
-        return {**group, "count": replicas}
-    topology = group.pop("topology", None)
+        return counted
+    topology = counted.pop("topology", None)
     kind = "compositePodGroups" if "podGroups" in group else "podGroups"
-    outer: Obj = {"name": group["name"], "schedulingPolicy": {"gang": {"minGroupCount": replicas}}}
+    outer: Obj = origin({"name": group["name"], "schedulingPolicy": {"gang": {"minGroupCount": replicas}}}, path,
+                        {"schedulingPolicy": f"{path}.replicas",
+                         "topology": group.get("_from", {}).get("topology", path)})
     if topology:
         outer["topology"] = topology
-    outer[kind] = [{**group, "count": replicas}]
+    outer[kind] = [counted]
     return outer
 
 

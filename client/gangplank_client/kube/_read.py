@@ -116,6 +116,47 @@ class Refusals:
         return value
 
 
+# Where a part of a converted body comes from in its manifest: the converters note it on the part
+# (`origin`), and `take_origins` moves the notes out of the body before anything sees it, so that an
+# error located in the body (the client's checks, the server's 422) is named at the manifest's path.
+ORIGIN = "_from"
+BodyPath = tuple[str | int, ...]
+
+
+def origin(node: Obj, path: str | None, fields: Mapping[str, str] | None = None) -> Obj:
+    """Note that `node` comes from `path` of the manifest (None: as noted before), and each of
+    `fields` (a body path below it, dotted: "schedulingPolicy.gang.minCount") from the path given."""
+    noted = {**node.get(ORIGIN, {}), **(fields or {})}
+    if path is not None:
+        noted[""] = path
+    node[ORIGIN] = noted
+    return node
+
+
+def take_origins(body: Any, at: BodyPath = (), found: dict[BodyPath, str] | None = None) -> dict[BodyPath, str]:
+    """Remove every note of `origin` from the body (in place): {body path: manifest path}."""
+    found = {} if found is None else found
+    if isinstance(body, dict):
+        for key, path in (body.pop(ORIGIN, None) or {}).items():
+            found[at + (tuple(key.split(".")) if key else ())] = path
+        for key, value in body.items():
+            take_origins(value, (*at, key), found)
+    elif isinstance(body, list):
+        for i, value in enumerate(body):
+            take_origins(value, (*at, i), found)
+    return found
+
+
+def manifest_path(origins: Mapping[BodyPath, str], loc: BodyPath) -> str | None:
+    """The manifest path of a body location (without its leading "body"): the longest noted prefix,
+    and the body's own path in brackets when the location goes below it; None when nothing is noted."""
+    for n in range(len(loc), 0, -1):
+        if (path := origins.get(tuple(loc[:n]))) is not None:
+            below = ".".join(str(p) for p in loc)
+            return f"{path} (the converted workload's {below})" if n < len(loc) else path
+    return None
+
+
 def _type(value: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
             dict: "object"}.get(type(value), type(value).__name__)
