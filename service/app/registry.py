@@ -97,6 +97,7 @@ COMMANDS: dict[str, CommandSpec] = {spec.type: spec for spec in (
     _spec("SubmitWorkload", "Workload", "workload", "workloads", "workload", _workload_view),
     _spec("DeleteWorkload", None, "workload", "workloads", "workload", _workload_view),
     _spec("FinishPods", "PodStatusReport", "workload", "workloads", "workload", _workload_view),
+    _spec("ScaleWorkload", "Scale", "workload", "workloads", "workload", _workload_view),
 )}
 assert COMMANDS.keys() == ACCEPT.keys(), "every accept function has its entry here, and only those"
 COMMAND_TYPES: tuple[str, ...] = tuple(COMMANDS)

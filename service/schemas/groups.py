@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
+from service.domain.model.specs import MAX_WORKLOAD_PODS
 from service.schemas.common import Requests, StrictModel
 from service.schemas.devices import ResourceClaimSpec
 from service.schemas.errors import duplicate_names as _duplicates
@@ -14,7 +15,7 @@ from service.schemas.names import DNSLabel, LabelMap, QualifiedName
 from service.schemas.scheduling import MAX_TOLERATIONS, Affinity, Toleration
 
 MAX_POD_GROUPS = 8
-MAX_PODS_PER_WORKLOAD = 10_000
+MAX_PODS_PER_WORKLOAD = MAX_WORKLOAD_PODS  # the domain's bound (scale checks it too)
 MAX_CLAIMS = 32
 MAX_TEMPLATES = 32
 

@@ -25,12 +25,12 @@ from service.schemas.devices import (
 from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.groups import MAX_PODS_PER_WORKLOAD
 from service.schemas.inventory import Node, PriorityClass
-from service.schemas.lifecycle import PodStatusReport, podstatus_cross_field_errors
+from service.schemas.lifecycle import PodStatusReport, Scale, podstatus_cross_field_errors
 from service.schemas.scheduler import SchedulerConfiguration
 from service.schemas.scheduling import taint_errors
 from service.schemas.workload import Workload
 
-BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload", "PodStatusReport"]
+BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload", "PodStatusReport", "Scale"]
 BODY_MODELS: dict[str, type[StrictModel]] = {
     "Node": Node,
     "DeviceClass": DeviceClass,
@@ -39,6 +39,7 @@ BODY_MODELS: dict[str, type[StrictModel]] = {
     "Workload": Workload,
     "SchedulerConfiguration": SchedulerConfiguration,
     "PodStatusReport": PodStatusReport,
+    "Scale": Scale,
 }
 # Kinds whose name is the object's address (the URL path, the Kafka envelope): an optional
 # `name` in the body must equal it, and is dropped from the validated body.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.domain.decide import lifecycle
+from service.domain.decide import lifecycle, scale
 from service.domain.model import events as ev
 from service.domain.model.composite import group_bodies
 from service.domain.model.rejection import Accepted, Rejection
@@ -143,6 +143,7 @@ ACCEPT: dict[str, AcceptFn] = {
     "SubmitWorkload": submit_workload,
     "DeleteWorkload": delete_workload,
     "FinishPods": lifecycle.finish_pods,
+    "ScaleWorkload": scale.scale,
 }
 
 

@@ -19,6 +19,7 @@ from service.domain.decide import trees as tr
 from service.domain.decide.commands import Rejection as Rejection  # re-exported: decider.accept still works
 from service.domain.decide.commands import accept as accept
 from service.domain.decide.commands import rejection_event as rejection_event
+from service.domain.fold import resize
 from service.domain.fold.evolve import evolve
 from service.domain.model import events as ev
 from service.domain.model.rules import RULES
@@ -76,6 +77,10 @@ def _decide(state: ClusterState, input_event: ev.Event, emit: Callable[[str, dic
             _pass(state, emit, only=[r for r in tr.roots_of(wl) if r.key in state.queue])  # type: ignore[misc]
         else:
             _pass(state, emit, only=[g for g in wl.groups if g.pending])
+    elif input_event.type == ev.WORKLOAD_SCALED and not resize.frees_room(input_event.data):
+        # brings pods, adds no room: tries what it changed, as a submission does (lifecycle.md)
+        wl = state.workloads[(input_event.data["namespace"], input_event.data["workload"])]
+        _pass(state, emit, only=resize.touched(wl, input_event.data))  # type: ignore[arg-type]
     elif input_event.type in (ev.PRIORITY_CLASS_UPSERTED, ev.DEVICE_CLASS_REMOVED):
         pass  # adds no room: nothing pending can newly fit
     else:

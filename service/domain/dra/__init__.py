@@ -21,6 +21,7 @@ package depends on `nodes`, `model` and `workload` only (and `state` depends on 
 from service.domain.dra.changes import (
     claims_allocated,
     claims_dropped,
+    claims_moved,
     remove_class,
     remove_slice,
     upsert_class,
@@ -36,7 +37,8 @@ from service.domain.dra.views import canonical, claim_views, describe_allocation
 
 __all__ = [
     "GROUP", "POD", "WORKLOAD", "Allocation", "DeviceState", "Ledger", "Loss", "Release", "Reprieve", "canonical",
-    "claim_views", "claims_allocated", "device_usage", "claims_dropped", "claims_released", "describe_allocations",
+    "claim_views", "claims_allocated", "claims_moved", "device_usage", "claims_dropped", "claims_released",
+    "describe_allocations",
     "explain_pod", "group_needs_devices", "held_devices", "losses", "pod_needs_devices", "remove_class",
     "remove_slice", "unit_conflicts", "upsert_class", "upsert_slice", "workload_released",
 ]

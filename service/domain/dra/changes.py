@@ -5,6 +5,7 @@ index, whose bounds a change of devices voids).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from service.domain.dra import capacity, views
@@ -117,3 +118,22 @@ def claims_dropped(ds: DeviceState, g: Group, released: list[dict[str, Any]] | N
         key = cl.key_of(g, desc)
         if key is not None:
             ds.drop_claim(key)
+
+
+def claims_moved(ds: DeviceState, position: int, groups: dict[int, int],
+                 pods: dict[tuple[int, int], tuple[int, int]]) -> None:
+    """A change of sizes moved the workload's groups and pods to new indices (lifecycle.md):
+    its claims keep their devices under the keys of the new indices. Nothing is freed."""
+    freed = set(ds.freed)
+    moved: list[tuple[ClaimKey, ClaimKey, int | None]] = []
+    for key in sorted(ds.by_workload.get(position, ())):
+        if key[0] == POD and pods.get((key[2], key[3]), (key[2], key[3])) != (key[2], key[3]):
+            gi, to = pods[(key[2], key[3])]
+            moved.append((key, (POD, position, gi, to, key[4]), to))
+        elif key[0] == cl.GROUP and groups.get(key[2], key[2]) != key[2]:
+            moved.append((key, (cl.GROUP, position, groups[key[2]], key[3]), None))
+    allocs = [(ds.drop_claim(old), new, at) for old, new, at in moved]
+    for alloc, new, at in allocs:
+        assert alloc is not None
+        ds.add_claim(replace(alloc, claim=new, pod=at if at is not None else alloc.pod))
+    ds.freed = freed

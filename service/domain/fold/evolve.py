@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from service.domain import dra
+from service.domain.fold import resize
 from service.domain.model import events as ev
 from service.domain.model.specs import NodeSpec, PriorityClass, workload_from_submission
 from service.domain.model.workload import PHASE_CODES, Composite, cpg_satisfied, subtree_cpgs, subtree_groups
@@ -305,6 +306,40 @@ def _pods_finished(state: ClusterState, e: ev.Event) -> None:
     wl.events.append(e.position)
 
 
+def _scaled(state: ClusterState, e: ev.Event) -> None:
+    """WorkloadScaled (lifecycle.md *Growing and shrinking*): the Running pods it removes leave their
+    nodes (their own claims, and shared ones as a report frees them), then the workload takes
+    the new spec; a group that gained pods, or that a raised minCount leaves unsatisfied, explains
+    its next failed try."""
+    wl = state.workloads[(e.data["namespace"], e.data["workload"])]
+    by_name = {g.spec.name: g for g in wl.groups}
+    for record in e.data["podGroups"]:
+        running = [p["pod"] for p in record["removedPods"] if p["node"] is not None]
+        if running:
+            g = by_name[record["podGroup"]]
+            indices = [g.pod_index(p) for p in running]
+            claims = dra.claims_released(state.dra, state.nodes, g, indices)
+            state.release_pods(g, indices)
+            dra.claims_dropped(state.dra, g, claims)
+    was_scheduled = {g.spec.name: g.scheduled for g in wl.groups}
+    resize.rebind(state, wl, resize.merge(wl.body, e.data["patch"]).body, _class_key)
+    changed = {r["podGroup"]: r for r in e.data["podGroups"] if r["change"] != "Removed"}
+    for g in wl.groups:
+        record = changed.get(g.spec.name)
+        if record is None:
+            continue
+        if record["addedPods"] or (was_scheduled.get(g.spec.name) and not g.scheduled):
+            g.needs_explanation = True
+        satisfied_rule(g, g.scheduled, g.succeeded, g.spec.min_count, e.position)
+    if wl.composites:
+        _composites_changed(wl, e.position)
+        for root in resize.touched(wl, e.data):
+            root.needs_explanation = True
+        for ci in wl.spec.roots:
+            state.sync_root(wl.composites[ci])
+    wl.events.append(e.position)
+
+
 def _preempted(state: ClusterState, e: ev.Event) -> None:
     g = _group_of(state, e.data)
     _release(state, g, e.data["pods"], e.data.get("claimsReleased"), e.position)
@@ -416,6 +451,7 @@ FOLDS: dict[str, Fold] = {
     ev.COMMAND_REJECTED: Fold(_rejected),
     ev.SCHEDULER_CONFIGURED: Fold(_scheduler_configured),
     ev.PODS_FINISHED: Fold(_pods_finished, "_lifecycle"),
+    ev.WORKLOAD_SCALED: Fold(_scaled, "_lifecycle"),
     ev.POD_GROUP_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
     ev.PODS_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
     ev.POD_GROUP_UNSCHEDULABLE: Fold(_unschedulable, "_unschedulable"),

@@ -18,6 +18,7 @@ SINGLE = "Single"
 ALL = "All"
 PREEMPT_LOWER = "PreemptLowerPriority"
 NEVER = "Never"
+MAX_WORKLOAD_PODS = 10_000  # pods of a workload over its life (lifecycle.md: finished ones included)
 
 
 Taint = tuple[str, str, str]  # (key, value, effect)
