@@ -123,6 +123,21 @@ class Calls:
                     params={"dryRun": True} if dry_run else None, body={"pods": [dict(p) for p in pods]},
                     idempotency_key=idempotency_key)
 
+    def scale(self, namespace: str, name: str, body: Mapping[str, Any], *, idempotency_key: str | None = None,
+              dry_run: bool = False) -> Call[m.WorkloadView]:
+        """Change a live workload's sizes (lifecycle.md *Growing and shrinking*): `body` is a sparse
+        copy of the spec's lists, e.g. `{"compositePodGroups": [{"name": "serve", "count": 3}]}`."""
+        return call("POST", f"{self._workload(namespace, name)}/scale", _one(m.WorkloadView),
+                    params={"dryRun": True} if dry_run else None, body=dict(body), idempotency_key=idempotency_key)
+
+    def scale_pods(self, namespace: str, name: str, group: str, entry: str, *, count: int,
+                   min_count: int | None = None, idempotency_key: str | None = None,
+                   dry_run: bool = False) -> Call[m.WorkloadView]:
+        """`scale` for one pod entry of one pod group: its `count`, and with `min_count` the
+        gang's `minCount` too (an elastic gang grows all at once)."""
+        return self.scale(namespace, name, scale_body(group, entry, count, min_count),
+                          idempotency_key=idempotency_key, dry_run=dry_run)
+
     def list_workloads(self, *, namespace: str | None = None, phase: str | None = None, limit: int | None = None,
                        after: int | None = None) -> Call[m.WorkloadPage]:
         """A page of workload views in submission order; pass `page.next` as `after` for the next."""
@@ -159,3 +174,11 @@ class Calls:
     def _delete(self, kind: str, name: str, key: str | None, dry_run: bool) -> Call[m.Removal]:
         return call("DELETE", f"{self.base}/{kind}/{_q(name)}", _one(m.Removal), idempotency_key=key,
                     params={"dryRun": True} if dry_run else None)
+
+
+def scale_body(group: str, entry: str, count: int, min_count: int | None = None) -> dict[str, Any]:
+    """The scale body for one pod entry (and its gang's minCount)."""
+    pod_group: dict[str, Any] = {"name": group, "pods": [{"name": entry, "count": count}]}
+    if min_count is not None:
+        pod_group["schedulingPolicy"] = {"gang": {"minCount": min_count}}
+    return {"podGroups": [pod_group]}

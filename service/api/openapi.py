@@ -74,6 +74,7 @@ ANSWERS: dict[str, tuple[str, str, str]] = {
     "getScheduler": ("200", "SchedulerView", "The scheduler view (the default, position null, when never configured)"),
     "submitWorkload": ("201", "WorkloadAnswer", "Recorded: the workload view with the decisions of this pass"),
     "reportPodStatus": ("200", "WorkloadAnswer", "The workload view with the decisions of this pass"),
+    "scaleWorkload": ("200", "WorkloadAnswer", "The workload view with the decisions of this pass"),
     "getWorkload": ("200", "WorkloadView", "The workload view (also after deletion, phase Finished)"),
     "deleteWorkload": ("200", "WorkloadAnswer", "The final view and the decisions the freed room caused"),
     "listWorkloads": ("200", "WorkloadPage", "A page of workload views, in submission order"),

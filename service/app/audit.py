@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.app import audit_tree
+from service.app import audit_lifecycle, audit_tree
 from service.app import verify as vd
 from service.domain import ClusterState, Event, evolve, handle
 from service.domain.model import events as ev
@@ -276,6 +276,8 @@ def _input_words(env: dict[str, Any] | None, position: int) -> str:
     if t == ev.PODS_FINISHED:
         pods = ", ".join(f"{p.get('pod')} {str(p.get('phase')).lower()} on {p.get('node')}" for p in d.get("pods") or ())
         return f"{d.get('namespace')}/{d.get('workload')} reported {pods} {at}"
+    if t == ev.WORKLOAD_SCALED:
+        return audit_lifecycle.scaled_input(d, at)
     if t == ev.NODE_REMOVED:
         return f"node {name} was removed {at}"
     if t == ev.NODE_UPSERTED:
@@ -410,6 +412,8 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             _unplace(groups.get(group), d["pods"])
         elif t == ev.PODS_FINISHED:
             lines.extend(_finished(when, d, groups))
+        elif t == ev.WORKLOAD_SCALED:
+            lines.extend(audit_lifecycle.scaled(when, d, groups, _Group))  # type: ignore[arg-type]
         elif t == ev.WORKLOAD_DELETED:
             deleted_at = pos
             lines.append(f"{when} Finished: deleted; all its pods and claims were released.")

@@ -11,6 +11,7 @@ import typer.core
 from service.cli import audit_cli, replay_cli, serve_cli
 from service.cli.client_commands import register as register_client_commands
 from service.cli.common import out
+from service.cli.lifecycle_commands import register as register_lifecycle_commands
 
 app = typer.Typer(help="Gangplank: an event-sourced gang scheduler.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -52,6 +53,7 @@ app.command()(replay_cli.export)
 audit_app.command("verify")(audit_cli.audit_verify)
 audit_app.command("explain")(audit_cli.audit_explain)
 register_client_commands(app)  # submit, get, describe, delete, finish (service/cli/client_commands.py)
+register_lifecycle_commands(app)  # scale (service/cli/lifecycle_commands.py)
 
 
 def main() -> None:  # pragma: no cover - `python -m service`

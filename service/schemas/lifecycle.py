@@ -124,6 +124,8 @@ class Scale(StrictModel):
     """`POST .../workloads/{name}/scale`: a sparse copy of the spec's lists, each entry found by `name`
     (as written in the spec, before stamping): pod entries' `count`, gangs' `minCount`, and inside
     trees stamped entries' `count` and `minGroupCount`."""
+    model_config = {**StrictModel.model_config, "json_schema_extra": {
+        "anyOf": [{"required": ["podGroups"]}, {"required": ["compositePodGroups"]}]}}
     pod_groups: list[ScalePodGroup] = Field(None, min_length=1, max_length=MAX_SCALE_ENTRIES)  # type: ignore[arg-type]
     composite_pod_groups: list[ScaleCompositePodGroup] = Field(
         None, min_length=1, max_length=MAX_SCALE_ENTRIES)  # type: ignore[arg-type]

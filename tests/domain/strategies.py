@@ -173,6 +173,8 @@ def run(cmds: list[tuple[str, str, Any]], check: Callable[[Sim], None] | None = 
                 s.run("DeleteWorkload", name, "default")
         elif kind == "finish":
             _finish_some(s, name, body)
+        elif kind == "scale":
+            _scale_some(s, name, body)
         elif kind == "remove":
             row = state.nodes.index.get(name)
             if row is not None and state.nodes.alive[row]:
@@ -196,9 +198,45 @@ def _finish_some(s: Sim, name: str, body: tuple[int, int, str]) -> None:
     s.finish(name, *[(g, p, phase) for g, p in chosen])
 
 
+# what the scale commands of the streams did (tests assert they exercised each outcome)
+SCALES: dict[str, int] = {}
+
+
+def _scale_some(s: Sim, name: str, body: tuple[int, int, int, int | None, bool]) -> None:
+    """Set one pod entry of one group of workload `name` to `count` pods (and the gang's minCount to
+    the `min_pick`-th value, at most the current one unless `may_raise`); a change the state
+    refuses is counted and skipped."""
+    from service.domain import Rejection, accept
+
+    gpick, epick, count, min_pick, may_raise = body
+    wl = s.state.workloads.get(("default", name))
+    if wl is None or wl.deleted_at is not None or wl.composites:
+        return
+    g = wl.groups[gpick % len(wl.groups)]
+    entries = wl.body["podGroups"][g.index]["pods"]
+    entry = entries[epick % len(entries)]
+    group: dict[str, Any] = {"name": g.spec.name, "pods": [{"name": entry["name"], "count": count}]}
+    if g.spec.gang and min_pick is not None:
+        total = g.total - int(entry.get("count", 1)) + count
+        min_count = 1 + min_pick % total
+        group["schedulingPolicy"] = {"gang": {"minCount": min_count if may_raise else min(min_count, g.spec.min_count)}}
+    got = accept(s.state, "ScaleWorkload", name, "default", {"podGroups": [group]})
+    if isinstance(got, Rejection):
+        SCALES[got.reason] = SCALES.get(got.reason, 0) + 1
+        return
+    removed = any(r["removedPods"] for r in got[1]["podGroups"])
+    added = any(r["addedPods"] for r in got[1]["podGroups"])
+    SCALES["shrunk" if removed else "grown" if added else "other"] = SCALES.get(
+        "shrunk" if removed else "grown" if added else "other", 0) + 1
+    s.scale(name, {"podGroups": [group]})
+
+
 @st.composite
-def lifecycle_streams(draw, phases: tuple[str, ...] = ("Succeeded", "Failed")) -> list[tuple[str, str, Any]]:
-    """Preemption streams with finished pods reported among the arrivals, deletions and node loss."""
+def lifecycle_streams(draw, phases: tuple[str, ...] = ("Succeeded", "Failed"),
+                      scales: bool = True) -> list[tuple[str, str, Any]]:
+    """Preemption streams with finished pods reported among the arrivals, deletions and node loss,
+    and sizes changed (`scales`: pod entries grown or shrunk, minCount lowered, and raised when a
+    pod may fail)."""
     cmds = draw(preemption_streams())
     out: list[tuple[str, str, Any]] = []
     names = [name for kind, name, _ in cmds if kind == "submit"]
@@ -207,4 +245,8 @@ def lifecycle_streams(draw, phases: tuple[str, ...] = ("Succeeded", "Failed")) -
         if cmd[0] in ("submit", "delete", "remove") and names and draw(st.booleans()):
             out.append(("finish", draw(st.sampled_from(names)),
                         (draw(st.integers(0, 30)), draw(st.integers(1, 3)), draw(st.sampled_from(phases)))))
+        if scales and cmd[0] in ("submit", "delete", "remove") and names and draw(st.booleans()):
+            out.append(("scale", draw(st.sampled_from(names)),
+                        (draw(st.integers(0, 3)), draw(st.integers(0, 3)), draw(st.integers(1, 5)),
+                         draw(st.one_of(st.none(), st.integers(0, 9))), "Failed" in phases)))
     return out

@@ -96,3 +96,76 @@ def test_finished_pods_survive_restarts_and_replay(pg_url: str, cluster: str) ->
         events = api.all_events()
     result = replay(events, cluster, verify=True)
     assert result.ok, result.summary()
+
+
+def _scale(api: Api, name: str, body: dict[str, Any], namespace: str = "team-a", **kw: Any) -> Any:
+    return api.client.post(api.url(f"/namespaces/{namespace}/workloads/{name}/scale"), json=body, **kw)
+
+
+def _workers(count: int, min_count: int | None = None) -> dict[str, Any]:
+    group: dict[str, Any] = {"name": "workers", "pods": [{"name": "w", "count": count}]}
+    if min_count is not None:
+        group["schedulingPolicy"] = {"gang": {"minCount": min_count}}
+    return {"podGroups": [group]}
+
+
+def test_scale_over_http(client: Any, cluster: str) -> None:
+    api = Api(client, cluster)
+    api.put_node("n1", node(cpu="4"))
+    assert api.submit(workload("pi", 2, cpu="1")).status_code == 201
+    r = _scale(api, "pi", _workers(4), headers={"Idempotency-Key": f"{cluster}-scale-0"})
+    assert r.status_code == 200, r.text
+    view = r.json()
+    assert [p["name"] for p in view["status"]["podGroups"][0]["pods"]] == ["w-0", "w-1", "w-2", "w-3"]
+    assert [d["type"] for d in view["decisions"]] == ["PodsScheduled"]
+    assert view["spec"]["podGroups"][0]["pods"][0]["count"] == 4
+    again = _scale(api, "pi", _workers(4), headers={"Idempotency-Key": f"{cluster}-scale-0"})
+    assert again.json() == view and again.headers["idempotent-replayed"] == "true"
+    dry = _scale(api, "pi", _workers(1, 1), params={"dryRun": "true"})
+    assert dry.status_code == 200 and len(dry.json()["status"]["podGroups"][0]["pods"]) == 1
+    assert len(api.workload("pi").json()["status"]["podGroups"][0]["pods"]) == 4
+    r = _scale(api, "pi", _workers(2, 2))
+    assert r.status_code == 200 and r.json()["status"]["podGroups"][0]["placedPods"] == 2
+    history = api.get("/namespaces/team-a/workloads/pi/history").json()
+    scaled = [e for e in history["events"] if e["type"] == "WorkloadScaled"]
+    assert len(scaled) == 2 and scaled[-1]["data"]["podGroups"][0]["removedPods"][0] == {"pod": "w-2", "node": "n1"}
+    lines = explain("team-a", "pi", history["events"])
+    assert any("Scaled group workers to 2 pods (minCount 2): removed the highest indices w-2 (on n1)" in line
+               for line in lines), lines
+    assert lines[-1].startswith("Now: Scheduled — group workers: 2 of 2 pods placed"), lines[-1]
+    past = api.get("/state", params={"at": scaled[0]["position"]}).json()
+    pi = next(w for w in past["workloads"] if w["name"] == "pi")
+    assert len(pi["status"]["podGroups"][0]["pods"]) == 4
+    result = replay(api.all_events(), cluster, verify=True)
+    assert result.ok, result.summary()
+
+
+def test_scale_refusals_record_nothing(client: Any, cluster: str) -> None:
+    api = Api(client, cluster)
+    api.put_node("n1", node(cpu="8"))
+    api.submit(workload("pi", 4, cpu="1", min_count=2))
+    _report(api, "pi", [("w-3", "Succeeded"), ("w-0", "Failed")])
+    before = api.last_position()
+    cases = [
+        (_scale(api, "nope", _workers(2)), 404, None),
+        (_scale(api, "pi", _workers(3)), 409, None),  # w-3 Succeeded: PodFinished
+        (_scale(api, "pi", {"podGroups": [{"name": "other"}]}), 422, ["body", "podGroups", 0, "name"]),
+        (_scale(api, "pi", {"podGroups": [{"name": "workers", "pods": [{"name": "x", "count": 1}]}]}), 422,
+         ["body", "podGroups", 0, "pods", 0, "name"]),
+        (_scale(api, "pi", _workers(5, 6)), 422, ["body", "podGroups", 0, "schedulingPolicy", "gang", "minCount"]),
+        (_scale(api, "pi", _workers(0)), 422, ["body", "podGroups", 0, "pods", 0, "count"]),
+        (_scale(api, "pi", {"podGroups": [{"name": "workers", "replicas": 2}]}), 422,
+         ["body", "podGroups", 0, "replicas"]),
+        (_scale(api, "pi", {"compositePodGroups": [{"name": "workers", "count": 2}]}), 422,
+         ["body", "compositePodGroups"]),
+        (_scale(api, "pi", {}), 422, ["body", "podGroups"]),
+    ]
+    for r, status, loc in cases:
+        assert r.status_code == status, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        if loc is not None:
+            assert loc in [e["loc"] for e in r.json()["errors"]], r.json()
+    assert "PodFinished" in cases[1][0].text or "finished" in cases[1][0].json()["detail"]
+    assert api.last_position() == before
+    api.delete_workload("pi")
+    assert _scale(api, "pi", _workers(5)).status_code == 409
