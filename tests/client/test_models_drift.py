@@ -66,6 +66,7 @@ RESPONSES: dict[str, tuple[str, type[BaseModel], type[BaseModel] | None]] = {
     "submitWorkload": ("201", m.WorkloadView, m.WorkloadSpec), "getWorkload": ("200", m.WorkloadView, None),
     "deleteWorkload": ("200", m.WorkloadView, None), "listWorkloads": ("200", m.WorkloadPage, None),
     "reportPodStatus": ("200", m.WorkloadView, None),
+    "scaleWorkload": ("200", m.WorkloadView, None),
     "listNamespaceWorkloads": ("200", m.WorkloadPage, None),
     "getWorkloadHistory": ("200", m.History, None), "listEvents": ("200", m.EventPage, None),
     "getState": ("200", m.StateView, None), "verifyChain": ("200", m.Verification, None),
