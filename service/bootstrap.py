@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from litestar import Litestar
 
     from service.api.settings import ApiSettings
+    from service.ownership import Ownership
 
 log = structlog.get_logger("gangplank")
 
@@ -63,7 +64,8 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
 
     service = build_service(settings)
     api_settings = api_settings or ApiSettings.from_tokens_file(settings.tokens_file)
-    app = create_app(service, api_settings)
+    ownership = _ownership(settings, service)
+    app = create_app(service, api_settings, ownership=ownership)
     runtime: dict[str, Any] = {}
 
     async def sign_on_time() -> None:  # at least once every checkpoint_seconds while events arrive
@@ -75,6 +77,13 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
     async def startup() -> None:
         if settings.migrate:
             await migrate(settings.database_url)
+        if ownership is not None:  # joins after migrations, before /readyz says ready
+            from service.store.membership import DuplicateReplica
+            try:
+                await ownership.start()
+            except DuplicateReplica as exc:
+                app.state[EXIT_KEY] = f"error: {exc}"
+                raise
         if settings.kafka_bootstrap:
             from service.kafka.runtime import start_kafka
             runtime["kafka"] = await start_kafka(service, settings)
@@ -85,6 +94,8 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
                  signing=service.checkpoints.signer.key_id if service.checkpoints.signer else None)
 
     async def shutdown() -> None:
+        if ownership is not None:  # hand the clusters over while the API still answers
+            await ownership.leave()
         timer = runtime.pop("checkpoints", None)
         if timer is not None:
             timer.cancel()
@@ -92,11 +103,36 @@ def build_app(settings: Settings, api_settings: ApiSettings | None = None) -> Li
         kafka = runtime.pop("kafka", None)
         if kafka is not None:
             await kafka.stop()
+        if ownership is not None:
+            await ownership.close()
         await service.close()
 
     app.on_startup.append(startup)
     app.on_shutdown.append(shutdown)
     return app
+
+
+EXIT_KEY = "gangplank.exit"  # a message for `serve` to exit with (status 2) when startup failed
+
+
+def _ownership(settings: Settings, service: Gangplank) -> Ownership | None:
+    """On PostgreSQL, `serve` is a replica among others (docs/replicas.md): its membership, its
+    clusters, the fence of every turn. Elsewhere (SQLite, memory) the one process owns everything."""
+    if not settings.replica_id or not settings.database_url.startswith("postgresql"):
+        return None
+    from service.ownership import Ownership
+    from service.store.membership import Membership
+    from service.store.postgres import PostgresEventStore
+
+    assert isinstance(service.store, PostgresEventStore)
+    membership = Membership(settings.database_url, settings.replica_id, settings.advertise_url or "",
+                            settings.replica_lease_ms)
+    ownership = Ownership(membership, service)
+    service.store.fencing = ownership
+    service.store.fence_idle_ms = settings.replica_lease_ms
+    service.commands.fencing = ownership
+    service.queries.replica_live = ownership.live
+    return ownership
 
 
 def _safe_url(url: str) -> str:

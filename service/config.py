@@ -51,6 +51,8 @@ class Settings:
     checkpoint_seconds: float = 60.0  # and at least this often while events arrive
     replica_id: str | None = None  # replicas.md: None until serve resolves it (service.replica)
     advertise_url: str | None = None
+    replica_lease_ms: int = 2000  # GANGPLANK_REPLICA_LEASE_MS, 500 to 60000 (docs/replicas.md)
+    peer_token: str | None = None  # GANGPLANK_PEER_TOKEN: a token of the replica role, for the routes between replicas
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -77,6 +79,8 @@ class Settings:
             "checkpoint_seconds": float(env.get("GANGPLANK_CHECKPOINT_SECONDS", cls.checkpoint_seconds)),
             "replica_id": env.get("GANGPLANK_REPLICA_ID") or None,
             "advertise_url": env.get("GANGPLANK_ADVERTISE_URL") or None,
+            "replica_lease_ms": int(env.get("GANGPLANK_REPLICA_LEASE_MS", cls.replica_lease_ms)),
+            "peer_token": env.get("GANGPLANK_PEER_TOKEN") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

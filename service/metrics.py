@@ -15,3 +15,12 @@ QUEUE_LENGTH = Gauge("gangplank_queue_length", "Pending pod groups", ["cluster"]
 EVENTS_APPENDED = Counter("gangplank_events_appended_total", "Events appended to the store", registry=REGISTRY)
 KAFKA_LAG = Gauge("gangplank_kafka_lag", "Kafka consumer lag (messages)", ["topic", "partition"],
                   registry=REGISTRY)
+
+# replicas (docs/replicas.md)
+FORWARDED = Counter("gangplank_forwarded_total", "What this replica passed to a cluster's owner (http: a request,"
+                    " kafka: a run)", ["kind"], registry=REGISTRY)
+OWNED_CLUSTERS = Gauge("gangplank_owned_clusters", "Clusters this replica owns", registry=REGISTRY)
+OWNERSHIP_CHANGES = Counter("gangplank_ownership_changes_total", "Changes of owner, counted by the new owner"
+                            " (new, failover, handover)", ["reason"], registry=REGISTRY)
+FENCED_APPENDS = Counter("gangplank_fenced_appends_total", "Appends refused because this replica no longer"
+                         " owned the cluster", registry=REGISTRY)

@@ -17,12 +17,14 @@ from service.api.auth import Authorizer
 from service.api.console import console_handlers
 from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.api.openapi import render_plugins
+from service.api.replicas_routes import IDENTITY_KEY, OWNERSHIP_KEY, replica_parts
 from service.api.responses import AUTHORIZER_KEY, COUNTED, EXCEPTION_HANDLERS
 from service.api.routes import STATE_KEY, route_handlers
 from service.api.series import series_handlers
 from service.api.settings import ApiSettings
 from service.app.service import Gangplank
 from service.metrics import REQUESTS
+from service.ownership import Ownership
 from service.replica import REPLICA_HEADER
 
 API_VERSION = "1"
@@ -87,7 +89,9 @@ def _replica_header(replica: str) -> Callable[[Message, Scope], Any]:
 
     async def before_send(message: Message, scope: Scope) -> None:
         if message["type"] == "http.response.start":
-            message["headers"] = [*message.get("headers", ()), header]
+            headers = message.get("headers", ())
+            if not any(k == header[0] for k, _ in headers):  # a forwarded answer keeps the owner's
+                message["headers"] = [*headers, header]
 
     return before_send
 
@@ -102,7 +106,8 @@ def _refuse_repeated(pairs: list[bytes]) -> None:
             {"key": n, "source": "query", "message": "given more than once"} for n in repeated])
 
 
-def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug: bool = False) -> Litestar:
+def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug: bool = False,
+               ownership: Ownership | None = None) -> Litestar:
     """The HTTP API over one Gangplank service.
 
     `settings.tokens` empty: the API is open (see service.api.settings.resolve_bind_host).
@@ -110,13 +115,15 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     streamed bytes counted while reading)."""
     settings = settings or ApiSettings()
     authorizer = Authorizer(settings)
+    replicas = replica_parts(ownership, settings.max_body_size)  # docs/replicas.md (forwarding.py)
     return Litestar(
-        route_handlers=[*route_handlers(), *series_handlers(), *console_handlers()],
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]  # Litestar's handler type is invariant in the exception
-        middleware=[_route_middleware(authorizer)],
+        route_handlers=[*route_handlers(), *series_handlers(), *console_handlers(), *replicas.routes],
+        exception_handlers=EXCEPTION_HANDLERS | replicas.exception_handlers,
+        middleware=[_route_middleware(authorizer), *replicas.middleware],
         before_send=[_replica_header(settings.replica_id)] if settings.replica_id else [],
         request_max_body_size=settings.max_body_size,
-        state=_state(service, authorizer),
+        state=_state(service, authorizer, {OWNERSHIP_KEY: ownership,
+                                            IDENTITY_KEY: (settings.replica_id, settings.advertise_url)}),
         openapi_config=OpenAPIConfig(
             title=settings.title,
             version=API_VERSION,
@@ -129,6 +136,6 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     )
 
 
-def _state(service: Gangplank, authorizer: Authorizer) -> Any:
+def _state(service: Gangplank, authorizer: Authorizer, extra: dict[str, Any]) -> Any:
     from litestar.datastructures import State
-    return State({STATE_KEY: service, AUTHORIZER_KEY: authorizer})
+    return State({STATE_KEY: service, AUTHORIZER_KEY: authorizer, **extra})

@@ -12,6 +12,8 @@ Each route handler declares what it needs in `opt["access"]`:
 | audit | yes | yes | – |
 | public (health, metrics, OpenAPI) | anyone, no token needed |
 
+The `replica` role (docs/replicas.md) is refused (403) everywhere but the internal routes, which only it may use.
+
 The check runs in the app's route middleware: after routing (404/405 first), before the body is read,
 so a request without a valid token (401) or with one whose role does not cover it (403)
 never reaches the service and records nothing.
@@ -38,6 +40,7 @@ WORKLOADS_READ = "workloads:read"
 WORKLOADS_LIST = "workloads:list"
 AUDIT = "audit"
 PUBLIC = "public"
+INTERNAL = "internal"  # the routes between replicas (docs/replicas.md): the replica role only
 
 _AUDITOR = {INVENTORY_READ, CLUSTERS, WORKLOADS_READ, WORKLOADS_LIST, AUDIT}
 _SUBMITTER = {INVENTORY_READ, CLUSTERS}
@@ -89,6 +92,11 @@ class Authorizer:
         connection.scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
         grant = principal.grant
         assert grant is not None  # a token's principal has its grant (only the open API's anonymous has none)
+        if grant.role == "replica" or access == INTERNAL:
+            if grant.role == "replica" and access == INTERNAL:
+                return
+            raise PermissionDeniedException(detail="the replica role is only for the routes between replicas"
+                                            if grant.role == "replica" else "only the replica role may use this")
         if grant.role == "admin":
             return
         if grant.role == "auditor":

@@ -88,6 +88,7 @@ ANSWERS: dict[str, tuple[str, str, str]] = {
     "whatIf": ("200", "WhatIfReport", "What would have happened under the changes (nothing recorded)"),
     "getSeries": ("200", "Series", "The cluster's numbers at up to `points` positions over [from, to]"),
     "listClusters": ("200", "ClusterList", "The clusters with their last positions"),
+    "listReplicas": ("200", "ReplicaList", "The replicas and the clusters each one owns"),
     "healthz": ("200", "Health", "The process answers"),
     "version": ("200", "Version", "The service's version and the API's"),
     "getVersion": ("200", "Version", "The service's version and the API's"),

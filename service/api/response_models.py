@@ -447,6 +447,27 @@ class ClusterList(TypedDict):
 
 # -- operations ----------------------------------------------------------------------------------------
 
+class OwnedCluster(TypedDict):
+    name: str
+    epoch: int  # grows by one at every change of owner
+
+
+class ReplicaItem(TypedDict):
+    id: str
+    url: str  # its advertised URL
+    live: bool
+    startedAt: str
+    renewedAt: str
+    clusters: list[OwnedCluster]  # in name order
+
+
+class ReplicaList(TypedDict):
+    """GET /v1/replicas (docs/replicas.md): every live replica and every dead one still recorded as an
+    owner, in id order; `self` is the replica that answers."""
+    self: str
+    items: list[ReplicaItem]
+
+
 class Health(TypedDict):
     status: Literal["ok"]
 
@@ -478,6 +499,7 @@ class ReadinessChecks(TypedDict):
     database: bool
     schema: NotRequired[bool]
     kafka: NotRequired[bool]  # only when a Kafka consumer is configured
+    replica: NotRequired[bool]  # this process a live replica (joined, its lease running)
     error: NotRequired[str]
 
 
@@ -491,7 +513,7 @@ ANSWERS: tuple[type, ...] = (
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
     Verification, CheckpointList, WhatIfReport, ReplayReport, ClusterList, Health, Version, Readiness, SchedulerView, Series,
-    SchedulerAnswer,
+    SchedulerAnswer, ReplicaList,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

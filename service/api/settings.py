@@ -46,7 +46,7 @@ from service.schemas.names import dns1123_label_error
 
 DEFAULT_MAX_BODY_SIZE = MAX_BODY_BYTES
 LOOPBACK_HOST = "127.0.0.1"
-Role = Literal["admin", "submitter", "auditor"]
+Role = Literal["admin", "submitter", "auditor", "replica"]  # replica: only the internal routes (replicas.md)
 
 log = structlog.get_logger("gangplank.api")
 
@@ -82,6 +82,7 @@ class ApiSettings:
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     title: str = "Gangplank"
     replica_id: str = ""  # replicas.md: on every answer as Gangplank-Replica (empty: the header is left out)
+    advertise_url: str = ""  # where the other replicas reach this one (GET /v1/replicas)
 
     @property
     def is_open(self) -> bool:

@@ -72,6 +72,14 @@ class ClusterCache:
         entry = self._clusters.get(cluster)
         return entry.state if entry is not None else None
 
+    def loaded(self) -> list[str]:
+        """The clusters whose state is in memory."""
+        return list(self._clusters)
+
+    def loaded_entry(self, cluster: str) -> CachedCluster | None:
+        """The entry when the cluster is loaded (nothing is loaded here)."""
+        return self._clusters.get(cluster)
+
     async def fresh(self, cluster: str) -> CachedCluster:
         """The cached state, caught up with what other writers appended, holding committed
         events only: a writer holds the entry's lock from deciding to committing, so this

@@ -96,8 +96,12 @@ class Policy:
     stored_answer: what an idempotency record keeps (the adapter's own encoding of a result).
     key_reused_letter: (index in the unit, the stored record) -> the dead letter written, in the
       same transaction, for a submission whose key is taken by another request (Kafka).
+    outside_ownership: among replicas, a unit for a cluster another replica owns is decided here
+      anyway, as a writer outside ownership (through the cluster's writer lock, unfenced): Kafka runs,
+      until they are handed to their owners (docs/replicas.md). Otherwise such a unit is NotOwner.
     """
     record_rejections: bool
     views: bool
     stored_answer: StoredAnswer
     key_reused_letter: Callable[[int, IdempotencyRecord], DeadLetter] | None = None
+    outside_ownership: bool = False

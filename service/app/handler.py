@@ -31,14 +31,17 @@ from service.clock import utc_now
 from service.domain import ClusterState, Event, Rejection, accept, handle, rejection_event
 from service.domain.model import events as ev
 from service.store.base import (
+    UNFENCED,
     ClusterTurn,
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
     EventStore,
+    Fencing,
     IdempotencyKeyTaken,
     IdempotencyRecord,
     NewEvent,
+    NotOwner,
 )
 
 MAX_RETRIES = 20
@@ -113,6 +116,8 @@ class CommandHandler:
         self.outbox_topic = outbox_topic
         self.appended = AppendSignal()
         self.batcher: GroupCommit[list[Result]] = GroupCommit(self._commit)
+        # replicas (docs/replicas.md): only the owner decides; others get NotOwner before any state is loaded
+        self.fencing: Fencing | None = None
 
     # -- entry points ---------------------------------------------------------------------------
     async def execute(self, submission: Submission, policy: Policy, *, dry_run: bool = False) -> Result:
@@ -133,15 +138,29 @@ class CommandHandler:
 
     # -- the unit of work -----------------------------------------------------------------------
     async def _commit(self, cluster: str, units: list[Unit]) -> list[list[Result]]:
-        for attempt in range(MAX_RETRIES):
-            try:
-                return await self._commit_once(cluster, _Pass(units))
-            except ConcurrencyConflict:
-                self.cache.drop(cluster)
-                await asyncio.sleep(min(0.001 * (2 ** attempt), 0.2))
-            except IdempotencyKeyTaken:
-                self.cache.drop(cluster)  # a concurrent duplicate: answer from the stored record
+        token = UNFENCED.set(True) if self._outside_ownership(cluster, units) else None
+        try:
+            for attempt in range(MAX_RETRIES):
+                try:
+                    return await self._commit_once(cluster, _Pass(units))
+                except ConcurrencyConflict:
+                    self.cache.drop(cluster)
+                    await asyncio.sleep(min(0.001 * (2 ** attempt), 0.2))
+                except IdempotencyKeyTaken:
+                    self.cache.drop(cluster)  # a concurrent duplicate: answer from the stored record
+        finally:
+            if token is not None:
+                UNFENCED.reset(token)
         raise RuntimeError(f"cluster {cluster}: too many concurrent writers")
+
+    def _outside_ownership(self, cluster: str, units: list[Unit]) -> bool:
+        """Among replicas, only the owner decides: NotOwner (before any state is loaded) unless every
+        unit may be decided outside ownership (Policy.outside_ownership)."""
+        if self.fencing is None or self.fencing.fence(cluster) is not None:
+            return False
+        if all(unit.policy.outside_ownership for unit in units):
+            return True
+        raise NotOwner(cluster)
 
     async def _commit_once(self, cluster: str, work: _Pass) -> list[list[Result]]:
         entry = await self.cache.entry(cluster)

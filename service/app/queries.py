@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from service.app import audit, whatif
@@ -29,6 +30,8 @@ class QueryService:
         self.cache = cache
         self.appended = appended
         self.kafka_running: bool | None = None  # None: Kafka not configured (set by the Kafka runtime)
+        # docs/replicas.md: a live replica (joined, lease running); None: the one process (SQLite, memory)
+        self.replica_live: Callable[[], bool] | None = None
 
     async def _state(self, cluster: str) -> ClusterState:
         return (await self.cache.fresh(cluster)).state
@@ -156,6 +159,7 @@ class QueryService:
             checks["error"] = str(exc)
         if self.kafka_running is not None:
             checks["kafka"] = self.kafka_running
+        checks["replica"] = self.replica_live() if self.replica_live is not None else True
         return all(v for k, v in checks.items() if k != "error"), checks
 
 

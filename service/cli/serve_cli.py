@@ -4,11 +4,15 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from service.cli.common import DbOpt, console, db, fail, friendly, out
 from service.config import Settings
+
+if TYPE_CHECKING:
+    from service.api.settings import ApiSettings
 
 
 def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
@@ -67,10 +71,12 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
         except KeyFileError as exc:
             fail(f"error: {exc}")
     try:
-        api_settings = ApiSettings.from_tokens_file(settings.tokens_file, replica_id=settings.replica_id or "")
+        api_settings = ApiSettings.from_tokens_file(settings.tokens_file, replica_id=settings.replica_id or "",
+                                                    advertise_url=settings.advertise_url or "")
     except TokenFileError as exc:  # its message never holds a token
         fail(f"error: {exc}")
     db(settings.database_url)  # an SQLite file's directory must exist
+    _check_replica_settings(settings, api_settings)
     bind = resolve_bind_host(api_settings, settings.host)
     sock = _listen(bind, settings.port)  # before anything starts: a port in use is one error, nothing logged
     application = build_app(settings, api_settings)
@@ -85,7 +91,45 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
     # log_config None: uvicorn's own lines go through the JSON logging configured above
     config = uvicorn.Config(application, host=bind, port=settings.port, log_level="warning", access_log=False,
                             proxy_headers=False, server_header=False, log_config=None)
-    uvicorn.Server(config).run(sockets=[sock])
+    _server(config, application).run(sockets=[sock])
+    from service.bootstrap import EXIT_KEY
+    if (message := application.state.get(EXIT_KEY)) is not None:  # e.g. the replica id is held by a live one
+        fail(message)
+
+
+def _check_replica_settings(settings: Settings, api_settings: ApiSettings) -> None:
+    """docs/replicas.md: the lease within bounds; on PostgreSQL with tokens and Kafka, a peer token."""
+    if not 500 <= settings.replica_lease_ms <= 60_000:
+        fail(f"error: GANGPLANK_REPLICA_LEASE_MS={settings.replica_lease_ms}: must be from 500 to 60000")
+    if settings.database_url.startswith("postgresql") and settings.kafka_bootstrap and not api_settings.is_open \
+            and not settings.peer_token:
+        fail("error: replicas with tokens and Kafka need GANGPLANK_PEER_TOKEN (a token of the replica role)")
+
+
+def _server(config: Any, application: Any) -> Any:
+    """uvicorn's server, except that SIGTERM first hands the replica's clusters over while the API still
+    answers (docs/replicas.md, *Leaving*), then stops as uvicorn does."""
+    import uvicorn
+
+    from service.api.replicas_routes import OWNERSHIP_KEY
+
+    ownership = application.state.get(OWNERSHIP_KEY)
+
+    class Server(uvicorn.Server):
+        leaving: Any = None
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if ownership is None or self.leaving is not None or self.should_exit:
+                super().handle_exit(sig, frame)
+                return
+            loop = asyncio.get_event_loop()
+
+            def leave() -> None:
+                self.leaving = loop.create_task(ownership.leave())
+                self.leaving.add_done_callback(lambda _: super(Server, self).handle_exit(sig, frame))
+            loop.call_soon_threadsafe(leave)
+
+    return Server(config)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -110,7 +110,8 @@ def kafka_policy(key_reused_letter: Callable[[int, IdempotencyRecord], DeadLette
     """Kafka's Policy: every message's fate is in the stream (a state rejection is a
     CommandRejected event), answers are only positions (nobody reads them but a retry), and a
     reused key is dead-lettered with `key_reused_letter`."""
-    return Policy(record_rejections=True, views=False, stored_answer=answer, key_reused_letter=key_reused_letter)
+    return Policy(record_rejections=True, views=False, stored_answer=answer, key_reused_letter=key_reused_letter,
+                  outside_ownership=True)
 
 
 class CommandConsumer:

@@ -7,6 +7,7 @@ over service/store/sql.py); one conformance suite (tests/store/) runs against ea
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -79,6 +80,35 @@ class StoreUnavailable(StoreError):
     SQLite locked past its busy timeout). Transient: retry with backoff. Whether a failed
     append was committed is unknown when the connection broke mid-statement; retrying with
     the same expected position is safe (it either appends or raises ConcurrencyConflict)."""
+
+
+class NotOwner(Exception):
+    """This replica does not own the cluster (or its lease has run out): the request goes to the
+    owner (docs/replicas.md). Raised before anything of the turn is recorded."""
+
+    def __init__(self, cluster: str) -> None:
+        super().__init__(f"cluster {cluster!r} is not owned by this replica")
+        self.cluster = cluster
+
+
+class Fenced(NotOwner):
+    """The append's own transaction found another owner or epoch: refused, nothing recorded."""
+
+
+# A turn taken where this is True skips the owner's fence: a writer outside ownership (the Kafka
+# consumer for a cluster another replica owns, until runs are handed to owners; docs/replicas.md).
+UNFENCED: contextvars.ContextVar[bool] = contextvars.ContextVar("gangplank_unfenced", default=False)
+
+
+class Fencing(Protocol):
+    """What a writer's turn checks on PostgreSQL with replicas (service/ownership.py implements it)."""
+
+    def fence(self, cluster: str) -> tuple[str, str, int] | None:
+        """(replica id, incarnation, epoch) this replica holds the cluster with, None when it may not
+        decide for it now (not its owner, handing it over, or its lease ran out)."""
+
+    def fenced(self, cluster: str) -> None:
+        """The database refused a turn: the cluster has another owner or epoch."""
 
 
 @dataclass(frozen=True)

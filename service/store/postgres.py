@@ -36,6 +36,7 @@ from .base import (
     ConcurrencyConflict,
     ConsumedOffset,
     DeadLetter,
+    Fencing,
     IdempotencyKeyTaken,
     IdempotencyRecord,
     OutboxItem,
@@ -107,6 +108,9 @@ class PostgresEventStore(SqlEventStore):
         self._reader = self._engine.execution_options(isolation_level="AUTOCOMMIT")
         # cluster -> (position, hash) of the highest event this store has seen; only a hint.
         self._heads: dict[str, tuple[int, str]] = {}
+        # replicas (docs/replicas.md): with a fencing, every turn checks the owner and epoch
+        self.fencing: Fencing | None = None
+        self.fence_idle_ms = 2000  # an owner's turn idle longer (a frozen owner) ends: its lease
 
     def _insert(self, table: Any) -> Any:
         return postgresql.insert(table)

@@ -83,4 +83,30 @@ checkpoints = sa.Table(
     sa.Column("signature", sa.Text, nullable=False),
 )
 
-ALL_TABLES = ("events", "clusters", "idempotency", "outbox", "consumer_offsets", "snapshots", "checkpoints")
+# replicas.md: membership (one row per replica id, its lease renewed on the database's clock) and
+# each cluster's owner with its epoch (service/store/membership.py; used on PostgreSQL only)
+replicas = sa.Table(
+    "replicas", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("incarnation", sa.Text, nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("lease_ms", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("backend_pid", sa.Integer, nullable=False),
+    sa.Column("backend_start", sa.DateTime(timezone=True), nullable=True),
+)
+
+owners = sa.Table(
+    "owners", metadata,
+    sa.Column("cluster", sa.Text, primary_key=True),
+    sa.Column("replica", sa.Text, nullable=False),
+    sa.Column("incarnation", sa.Text, nullable=False),
+    sa.Column("epoch", sa.BigInteger, nullable=False),
+    sa.Column("changed_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("previous", sa.Text, nullable=True),
+)
+
+ALL_TABLES = ("events", "clusters", "idempotency", "outbox", "consumer_offsets", "snapshots", "checkpoints",
+              "replicas", "owners")

@@ -30,7 +30,18 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 from sqlalchemy.util import greenlet_spawn
 
-from .base import ConsumedOffset, DeadLetter, IdempotencyRecord, NewEvent, StoredEvent, StoreUnavailable, TurnStart
+from .base import (
+    UNFENCED,
+    ConsumedOffset,
+    DeadLetter,
+    Fenced,
+    IdempotencyRecord,
+    NewEvent,
+    NotOwner,
+    StoredEvent,
+    StoreUnavailable,
+    TurnStart,
+)
 from .codec import idempotency_record, loads
 from .sql_errors import is_unavailable, unavailable_when_closed
 
@@ -42,6 +53,7 @@ IDLE_TIMEOUT_MS = 10_000  # longer than any batch's deciding; a frozen holder's 
 LOCK_TIMEOUT_MS = 30_000
 # The store and connection of the turn the current task is in: that store's _pg runs its
 # statements on the connection, so its own appends and reads join the turn's transaction.
+FENCED_SQLSTATE = "GP409"  # raised by gangplank_fence (migration 0003)
 TURN_CONNECTION: contextvars.ContextVar[tuple[PostgresEventStore, asyncpg.Connection] | None] = contextvars.ContextVar(
     "gangplank_turn_connection", default=None)
 
@@ -115,11 +127,37 @@ def _translated(exc: BaseException) -> BaseException:
     return exc
 
 
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _begin(store: PostgresEventStore, cluster: str) -> str:
+    """The turn's first round trip: BEGIN, its timeouts, the writer lock and, for an owner among
+    replicas, the fence (raises NotOwner when this replica may not decide for the cluster now). An
+    owner's turn is idle at most its lease: a frozen owner's session ends by then, with its locks."""
+    fencing = store.fencing
+    fence = None
+    idle = IDLE_TIMEOUT_MS
+    if fencing is not None and not UNFENCED.get():
+        fence = fencing.fence(cluster)
+        if fence is None:
+            raise NotOwner(cluster)
+        idle = store.fence_idle_ms
+    sql = (f"BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle};"
+           f" SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS};"
+           f" SELECT pg_advisory_xact_lock({WRITER_LOCKS}, {lock_key(cluster)})")
+    if fence is not None:
+        replica, incarnation, epoch = fence
+        sql += f"; SELECT gangplank_fence({_quoted(cluster)}, {_quoted(replica)}, {_quoted(incarnation)}, {int(epoch)})"
+    return sql
+
+
 @asynccontextmanager
 async def pg_turn(store: PostgresEventStore, cluster: str) -> AsyncIterator[PgTurn]:
     """The turn's transaction on a pooled connection (see the module docstring). A connection
     whose transaction did not end cleanly is discarded, never pooled again: closing it ends the
     transaction and its lock on the server."""
+    begin = _begin(store, cluster)
     try:
         raw = await store.engine.raw_connection()
         if raw.driver_connection is None or raw.driver_connection.is_closed():  # closed while pooled
@@ -132,9 +170,15 @@ async def pg_turn(store: PostgresEventStore, cluster: str) -> AsyncIterator[PgTu
     token = TURN_CONNECTION.set((store, conn))
     try:
         try:
-            await conn.execute(f"BEGIN; SET LOCAL idle_in_transaction_session_timeout = {IDLE_TIMEOUT_MS};"
-                               f" SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS};"
-                               f" SELECT pg_advisory_xact_lock({WRITER_LOCKS}, {lock_key(cluster)})")
+            try:
+                await conn.execute(begin)
+            except asyncpg.PostgresError as exc:
+                if getattr(exc, "sqlstate", None) != FENCED_SQLSTATE or store.fencing is None:
+                    raise
+                store.fencing.fenced(cluster)
+                await conn.execute("ROLLBACK")
+                clean = True
+                raise Fenced(cluster) from exc
             try:
                 yield PgTurn(store, conn, cluster)
             except BaseException:

@@ -72,7 +72,7 @@ RESPONSES: dict[str, tuple[str, type[BaseModel], type[BaseModel] | None]] = {
     "getState": ("200", m.StateView, None), "verifyChain": ("200", m.Verification, None),
     "listClusters": ("200", _items(m.ClusterInfo), None),
 }
-NOT_CLIENT_CALLS = {"healthz", "readyz", "metrics", "version", "getVersion",
+NOT_CLIENT_CALLS = {"healthz", "readyz", "metrics", "version", "getVersion", "listReplicas",
                     "listCheckpoints", "whatIf", "replayVerify",  # operations, and auditors' tools (audit.md)
                     "getSeries",  # the console's chart (console.md)
                     "getScheduler", "putScheduler"}  # an admin's configuration (sharing.md): no client call yet

@@ -106,7 +106,8 @@ def test_operations(client: TestClient, cluster: str) -> None:
     api.submit(workload("w", 1, cpu="8"))  # pending: a queue length
     assert client.get("/healthz").json() == {"status": "ok"}
     r = client.get("/readyz")
-    assert r.status_code == 200 and r.json() == {"status": "ready", "checks": {"database": True, "schema": True}}
+    assert r.status_code == 200 and r.json() == {"status": "ready", "checks": {"database": True, "schema": True,
+                                                                     "replica": True}}
     r = client.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     text = r.text
