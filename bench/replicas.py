@@ -433,7 +433,15 @@ async def main() -> None:
     ap.add_argument("--json", metavar="FILE", help="write every result to FILE")
     ap.add_argument("--logs", metavar="DIR", help="keep the replicas' logs here (default: a temporary folder)")
     ap.add_argument("--profile", action="store_true", help="run the replicas under cProfile (stats beside the logs)")
+    ap.add_argument("--target-nodes", type=int, default=1500, help="targets: the one cluster's nodes")
+    ap.add_argument("--target-submissions", type=int, default=600, help="targets, spread4: per phase")
+    ap.add_argument("--target-rounds", type=int, default=3, help="targets, spread4: interleaved rounds")
+    ap.add_argument("--target-live", type=int, default=1000, help="targets, spread4: running workloads kept")
+    ap.add_argument("--spread-nodes", type=int, default=1000, help="spread4: nodes per cluster")
     args = ap.parse_args()
+    if {"targets", "spread4"} & set(args.scenarios.split(",")):
+        await _targets(args)
+        return
 
     log_dir = Path(args.logs or tempfile.mkdtemp(prefix="gangplank-replicas-"))
     counts = [int(x) for x in args.replicas.split(",") if x]
@@ -476,6 +484,32 @@ async def main() -> None:
         Path(args.json).write_text(json.dumps(results, indent=2))
     if any(not r.get("check", {"ok": True})["ok"] for r in results):
         sys.exit(1)
+
+
+async def _targets(args: argparse.Namespace) -> None:
+    """docs/replicas.md's targets (bench/replica_targets.py): ratios measured in one run."""
+    from bench.replica_targets import spread4, targets
+
+    log_dir = Path(args.logs or tempfile.mkdtemp(prefix="gangplank-replicas-"))
+    common = {"submissions": args.target_submissions, "rounds": args.target_rounds,
+              "concurrency": args.concurrency, "live": args.target_live, "seed": args.seed}
+    results = []
+    if "targets" in args.scenarios:
+        results.append(await targets(log_dir, nodes=args.target_nodes, **common))
+        t = results[-1]
+        for r, m in t["per_replicas"].items():
+            print(f"targets x{r}: {m['submissions_per_s']:7.1f} submissions/s, cpu {m['cpu_ms_per_submission']} ms"
+                  f"/submission (all 3 replicas), p99 {m['post_p99_ms']} ms", flush=True)
+        print(f"targets: throughput 2/1 {t['throughput_2_over_1']} (>= 0.9), 3/1 {t['throughput_3_over_1']} (>= 0.85);"
+              f" cpu 2/1 {t['cpu_2_over_1']}, 3/1 {t['cpu_3_over_1']} (<= 1.15); load {t['loadavg_1m']}", flush=True)
+    if "spread4" in args.scenarios:
+        results.append(await spread4(log_dir, nodes=args.spread_nodes, **common))
+        s = results[-1]
+        print(f"spread4: 1 replica {s['submissions_per_s'][1]} submissions/s, 2 replicas {s['submissions_per_s'][2]}:"
+              f" ratio {s['ratio_2_over_1']} (>= 1.5); load {s['loadavg_1m']}", flush=True)
+    print(f"replica logs: {log_dir}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
