@@ -121,3 +121,53 @@ async def spread4(log_dir: Path, *, nodes: int, submissions: int, rounds: int, c
     rate = {c: statistics.median(x["submissions_per_s"] for x in r) for c, r in runs.items()}
     return {"scenario": "spread4", "nodes_per_cluster": nodes, "rounds": rounds, "runs": runs,
             "submissions_per_s": rate, "ratio_2_over_1": round(rate[2] / rate[1], 3), **machine()}
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def wide(name: str, pods: int) -> dict[str, Any]:
+    """A workload of `pods` small pods (no topology): many pods placed per submission."""
+    return {"name": name, "podGroups": [{"name": "g", "schedulingPolicy": {"gang": {"minCount": 1}},
+                                         "pods": [{"name": "p", "count": pods, "requests": {"cpu": "500m"}}]}]}
+
+
+async def _memory_run(log_dir: Path, count: int, clusters: int, nodes: int, pods: int, concurrency: int
+                      ) -> dict[str, Any]:
+    names = [f"mem-{i}" for i in range(clusters)]
+    per = 50
+    plan = Plan(f"memory-x{count}", count, names, nodes, 0, 0, concurrency, 10**9, 0)
+    async with temporary_postgres_database("gp_bench_memory") as url:
+        await upgrade(url)
+        (log_dir / plan.name).mkdir(parents=True, exist_ok=True)
+        replicas = await _started(url, log_dir / plan.name, count)
+        try:
+            ready = {r.index: rss_mb(r.proc.pid) for r in replicas if r.proc is not None}
+            await load_nodes(Balancer(replicas), plan)
+            bodies = [(names[i % clusters], wide(f"w-{i:06d}", per)) for i in range(clusters * pods // per)]
+            await submit(Balancer(replicas), plan, bodies, Load(), timed=False)
+            async with httpx.AsyncClient(timeout=120) as client:  # read through every replica
+                for r in replicas:
+                    for name in names:
+                        assert (await client.get(f"http://{HOST}:{r.port}/v1/clusters/{name}/nodes")).status_code == 200
+            grown = {r.index: round(rss_mb(r.proc.pid) - ready[r.index], 1) for r in replicas if r.proc is not None}
+            return {"replicas": count, "rss_growth_mb": grown}
+        finally:
+            for r in replicas:
+                r.stop()
+
+
+async def memory(log_dir: Path, *, clusters: int = 8, nodes: int = 500, pods: int = 50_000,
+                 concurrency: int = 8) -> dict[str, Any]:
+    """8 clusters of 500 nodes with `pods` pods placed in each, served by one replica, then by two (each
+    owning 4), read and written through all of them: each replica's resident memory beyond what it held
+    when it became ready, and the ratio (target: at most 0.65)."""
+    one = await _memory_run(log_dir, 1, clusters, nodes, pods, concurrency)
+    two = await _memory_run(log_dir, 2, clusters, nodes, pods, concurrency)
+    worst = max(two["rss_growth_mb"].values())
+    return {"scenario": "memory", "one": one, "two": two,
+            "ratio": round(worst / max(0.1, one["rss_growth_mb"][0]), 3), **machine()}

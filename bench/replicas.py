@@ -438,8 +438,9 @@ async def main() -> None:
     ap.add_argument("--target-rounds", type=int, default=3, help="targets, spread4: interleaved rounds")
     ap.add_argument("--target-live", type=int, default=1000, help="targets, spread4: running workloads kept")
     ap.add_argument("--spread-nodes", type=int, default=1000, help="spread4: nodes per cluster")
+    ap.add_argument("--memory-pods", type=int, default=50_000, help="memory: pods placed per cluster")
     args = ap.parse_args()
-    if {"targets", "spread4"} & set(args.scenarios.split(",")):
+    if {"targets", "spread4", "memory"} & set(args.scenarios.split(",")):
         await _targets(args)
         return
 
@@ -488,7 +489,7 @@ async def main() -> None:
 
 async def _targets(args: argparse.Namespace) -> None:
     """docs/replicas.md's targets (bench/replica_targets.py): ratios measured in one run."""
-    from bench.replica_targets import spread4, targets
+    from bench.replica_targets import memory, spread4, targets
 
     log_dir = Path(args.logs or tempfile.mkdtemp(prefix="gangplank-replicas-"))
     common = {"submissions": args.target_submissions, "rounds": args.target_rounds,
@@ -507,6 +508,11 @@ async def _targets(args: argparse.Namespace) -> None:
         s = results[-1]
         print(f"spread4: 1 replica {s['submissions_per_s'][1]} submissions/s, 2 replicas {s['submissions_per_s'][2]}:"
               f" ratio {s['ratio_2_over_1']} (>= 1.5); load {s['loadavg_1m']}", flush=True)
+    if "memory" in args.scenarios:
+        results.append(await memory(log_dir, pods=args.memory_pods, concurrency=args.concurrency))
+        m = results[-1]
+        print(f"memory: growth 1 replica {m['one']['rss_growth_mb']} MB, 2 replicas {m['two']['rss_growth_mb']} MB:"
+              f" ratio {m['ratio']} (<= 0.65)", flush=True)
     print(f"replica logs: {log_dir}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
