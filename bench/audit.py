@@ -73,9 +73,9 @@ def renamed(events: list[Event], k: int) -> list[Event]:
     return [Event(e.position, e.type, {**e.data, "namespace": ns}) for e in events]
 
 
-async def build(url: str, total: int, snapshot_every: int) -> None:
+async def build(url: str, total: int, snapshot_every: int, nodes: int = 500) -> None:
     store = open_store(url)
-    node_events, work = chunk(500, 4000, 7)
+    node_events, work = chunk(nodes, 4000, 7)
     meta = {"source": "cli", "actor": "bench", "commandId": None, "causationPosition": None,
             "receivedAt": "2026-11-30T10:00:00.000000Z"}
     state = ClusterState(CLUSTER)

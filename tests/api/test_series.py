@@ -138,18 +138,22 @@ def test_it_starts_from_a_snapshot_not_the_stream_before_from(real):
         client.post(f"{C}/namespaces/c/workloads", json=_gang(f"w{i}", 1, 1))
     last = client.get(f"{C}/events?limit=1").json()["lastPosition"]
     reads: list[int] = []
-    original = service.store.read_data
+    originals = {name: getattr(service.store, name) for name in ("read", "read_data")}
 
-    async def counting(cluster: str, after: int = 0, *args: Any, **kw: Any) -> Any:
-        reads.append(after)
-        return await original(cluster, after, *args, **kw)
+    def counting(name: str) -> Any:
+        async def read(cluster: str, after: int = 0, *args: Any, **kw: Any) -> Any:
+            reads.append(after)
+            return await originals[name](cluster, after, *args, **kw)
+        return read
 
-    service.store.read_data = counting  # type: ignore[method-assign]
+    for name in originals:
+        setattr(service.store, name, counting(name))
     start = last - 3
     series = client.get(f"{C}/series?from={start}").json()
     assert [p["position"] for p in series["points"]] == list(range(start, last + 1))
     assert reads and min(reads) >= start - 1 - 5, reads  # from the snapshot at most 5 events before
-    service.store.read_data = original  # type: ignore[method-assign]
+    for name, original in originals.items():
+        setattr(service.store, name, original)
     for point in series["points"]:
         assert point == {**point, **_reference(client, point["position"])}
 

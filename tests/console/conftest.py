@@ -27,21 +27,26 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     server on a copy of its store with one event altered; a third with tokens."""
     workdir = tmp_path_factory.mktemp("console")
     key = support.keygen(workdir)
-    server = support.serve(workdir / "store.db", workdir, signing_key=key,
-                           extra_env={"GANGPLANK_CHECKPOINT_EVENTS": "50"})
-    servers = [server]
+    tokens = workdir / "tokens.json"
+    tokens.write_text(json.dumps({"auditor-secret": {"role": "auditor"}, "admin-secret": {"role": "admin"},
+                                  "submitter-secret": {"role": "submitter", "namespaces": ["team-a"]}}))
+    # started side by side: the recorded one, the one with tokens
+    server = support.spawn(workdir / "store.db", workdir, signing_key=key, extra_env={"GANGPLANK_CHECKPOINT_EVENTS": "50"})
+    guarded = support.spawn(workdir / "guarded.db", workdir, tokens=tokens)
+    servers = [server, guarded]
     try:
+        support.started(server)
+        support.started(guarded)
         statuses = support.record(server.base)
-        tampered = support.serve(support.tampered_copy(server.database, workdir / "tampered.db", 40), workdir)
+        tampered = support.spawn(support.tampered_copy(server.database, workdir / "tampered.db", 40), workdir)
         servers.append(tampered)
-        tokens = workdir / "tokens.json"
-        tokens.write_text(json.dumps({"auditor-secret": {"role": "auditor"}, "admin-secret": {"role": "admin"},
-                                      "submitter-secret": {"role": "submitter", "namespaces": ["team-a"]}}))
-        guarded = support.serve(workdir / "guarded.db", workdir, tokens=tokens)
-        servers.append(guarded)
         support.record(guarded.base, {"Authorization": "Bearer admin-secret"})
+        support.started(tampered)
         yield {"server": server, "tampered": tampered, "guarded": guarded, "statuses": statuses, "workdir": workdir}
     finally:
+        for s in servers:
+            if s.process.poll() is None:
+                s.process.terminate()
         for s in servers:
             s.stop()
         for s in servers:  # no answer of any server was a 5xx or a traceback

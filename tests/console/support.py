@@ -48,6 +48,7 @@ class Server:
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
+        if self.process.poll() is None:
             try:  # a long poll still waiting holds a graceful shutdown up to its end: not worth it here
                 self.process.wait(timeout=3)
             except subprocess.TimeoutExpired:
@@ -58,6 +59,12 @@ class Server:
 def serve(database: Path, workdir: Path, *, signing_key: Path | None = None, tokens: Path | None = None,
           extra_env: dict[str, str] | None = None) -> Server:
     """`python -m service serve` on a free port; returns once it printed its banner (migrations ran)."""
+    return started(spawn(database, workdir, signing_key=signing_key, tokens=tokens, extra_env=extra_env))
+
+
+def spawn(database: Path, workdir: Path, *, signing_key: Path | None = None, tokens: Path | None = None,
+          extra_env: dict[str, str] | None = None) -> Server:
+    """The server process, started (see `started`: several start side by side)."""
     port = free_port()
     url = f"sqlite+aiosqlite:///{database}"
     env = {**os.environ, **(extra_env or {})}
@@ -70,12 +77,17 @@ def serve(database: Path, workdir: Path, *, signing_key: Path | None = None, tok
         args += ["--tokens", str(tokens)]
     log = workdir / f"serve-{port}.log"
     process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
-    assert process.stdout is not None
-    banner = process.stdout.readline()
-    if not banner:
-        process.wait(timeout=30)
-        raise RuntimeError(f"gangplank serve did not start: {log.read_text()[-2000:]}")
-    return Server(process, f"http://127.0.0.1:{port}", database, banner, log)
+    return Server(process, f"http://127.0.0.1:{port}", database, "", log)
+
+
+def started(server: Server) -> Server:
+    """Wait for the server's banner (printed once the API answers)."""
+    assert server.process.stdout is not None
+    server.banner = server.process.stdout.readline()
+    if not server.banner:
+        server.process.wait(timeout=30)
+        raise RuntimeError(f"gangplank serve did not start: {server.log.read_text()[-2000:] if server.log else ''}")
+    return server
 
 
 def record(base: str, headers: dict[str, str] | None = None) -> dict[str, int]:
