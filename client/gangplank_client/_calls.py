@@ -106,8 +106,9 @@ class Calls:
         return call("POST", f"{self.base}/namespaces/{_q(namespace)}/workloads", _one(m.WorkloadView),
                     params={"dryRun": True} if dry_run else None, body=_body(body), idempotency_key=idempotency_key)
 
-    def get_workload(self, namespace: str, name: str) -> Call[m.WorkloadView]:
-        return call("GET", self._workload(namespace, name), _one(m.WorkloadView))
+    def get_workload(self, namespace: str, name: str, *, position: int | None = None) -> Call[m.WorkloadView]:
+        """The name's latest incarnation, or the one submitted at `position` (lifecycle.md)."""
+        return call("GET", self._workload(namespace, name), _one(m.WorkloadView), params={"position": position})
 
     def delete_workload(self, namespace: str, name: str, *, idempotency_key: str | None = None,
                         dry_run: bool = False) -> Call[m.WorkloadView]:
@@ -150,8 +151,10 @@ class Calls:
         return call("GET", f"{self.base}/events", _one(m.EventPage),
                     params={"after": after, "limit": limit, "wait": wait or None}, timeout=wait)
 
-    def history(self, namespace: str, name: str) -> Call[m.History]:
-        return call("GET", self._workload(namespace, name) + "/history", _one(m.History))
+    def history(self, namespace: str, name: str, *, position: int | None = None) -> Call[m.History]:
+        """The events of the name's latest incarnation, or of the one submitted at `position`."""
+        return call("GET", self._workload(namespace, name) + "/history", _one(m.History),
+                    params={"position": position})
 
     def state(self, *, at: int | None = None, include_finished: bool = False) -> Call[m.StateView]:
         return call("GET", f"{self.base}/state", _one(m.StateView),

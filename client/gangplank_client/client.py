@@ -8,15 +8,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Concatenate, ParamSpec, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from gangplank_client import models as m
 from gangplank_client._calls import Calls
 from gangplank_client._http import Call, Core, RetryPolicy
+from gangplank_client.builder import WorkloadBuilder
 from gangplank_client.errors import ProblemError
+from gangplank_client.keys import replaced, submission_key
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -38,11 +40,54 @@ def _awaitable(build: Callable[Concatenate[Calls, P], Call[T]]) -> Callable[Conc
     return method
 
 
-class _Feed:
-    """The watch cursor: which page to ask for next, and each event once, in position order."""
+Body = Mapping[str, Any] | m.WorkloadSpec | WorkloadBuilder
 
-    def __init__(self, calls: Calls, after: int, wait: float, limit: int | None) -> None:
+
+def _submission(target: str | WorkloadBuilder, body: Body | None) -> tuple[str, dict[str, Any]]:
+    """(namespace, body) of `submit(namespace, body)` or `submit(builder)`: a builder's namespace is
+    the one it was made with (default `default`), its body what build() gives (checked)."""
+    if isinstance(target, WorkloadBuilder):
+        if body is not None:
+            raise TypeError("submit(builder) takes no body: the builder gives it")
+        built = target.build()
+        return str(built.pop("namespace", None) or "default"), built
+    if isinstance(body, WorkloadBuilder):
+        built = body.build()
+        if built.pop("namespace", target) != target:
+            raise ValueError(f"submit({target!r}, builder): the builder's namespace differs")
+        return target, built
+    if body is None:
+        raise TypeError("submit(namespace, body): give the body (or submit(builder))")
+    data = body.to_json() if isinstance(body, m.Model) else dict(body)
+    if data.get("namespace") == target:  # as the path says: the same submission (and key) without it
+        del data["namespace"]
+    return target, data
+
+
+def _workload_of(event: m.Event) -> tuple[str, str]:
+    data = event.data
+    return str(data.get("namespace") or ""), str(data.get("workload") or data.get("name") or "")
+
+
+class _Feed:
+    """The watch cursor: which page to ask for next, and each event once, in position order; with
+    `workload` ("NS/NAME" or (NS, NAME)) only events about that workload, with `types` only those types
+    (the cursor still moves past the others)."""
+
+    def __init__(self, calls: Calls, after: int, wait: float, limit: int | None,
+                 workload: str | tuple[str, str] | None = None, types: Collection[str] | None = None) -> None:
         self.calls, self.last, self.wait, self.limit = calls, after, wait, limit
+        if isinstance(workload, str):
+            namespace, sep, name = workload.partition("/")
+            if not sep or not namespace or not name:
+                raise ValueError(f"watch(workload={workload!r}): give NAMESPACE/NAME")
+            workload = (namespace, name)
+        self.workload = workload
+        self.types = frozenset(types) if types is not None else None
+
+    def wanted(self, event: m.Event) -> bool:
+        return (self.types is None or event.type in self.types) and \
+            (self.workload is None or _workload_of(event) == self.workload)
 
     def next_call(self) -> Call[m.EventPage]:
         return self.calls.events(after=self.last, limit=self.limit, wait=self.wait)
@@ -51,7 +96,8 @@ class _Feed:
         fresh = []
         for event in sorted(page.events, key=lambda e: e.position):
             if event.position > self.last:  # a page seen again after a reconnect yields nothing twice
-                fresh.append(event)
+                if self.wanted(event):
+                    fresh.append(event)
                 self.last = event.position
         return fresh
 
@@ -66,6 +112,9 @@ class _Base:
     @property
     def cluster(self) -> str:
         return self.core.cluster
+
+    def _key(self, namespace: str, body: dict[str, Any], current: m.WorkloadView | None, dry_run: bool) -> str:
+        return submission_key(self.cluster, namespace, body, replaces=replaced(current), dry_run=dry_run)
 
     def _gave_up(self, error: Exception, failures: int, max_reconnects: int | None) -> bool:
         """watch() reconnects after a call that failed its retries, unless told to stop."""
@@ -107,11 +156,33 @@ class Client(_Base):
             time.sleep(delay)
             attempt += 1
 
+    def submit(self, namespace: str | WorkloadBuilder, body: Body | None = None, *,
+               idempotency_key: str | None = None, dry_run: bool = False) -> m.WorkloadView:
+        """Submit a workload (`submit(namespace, body)` or `submit(builder)`): its view with the
+        decisions of this pass. Without a key, the key is derived from what is submitted (keys.py), as
+        the `gangplank submit` command derives it: the same body again is a replay of the first answer,
+        after a deletion a new incarnation of the name."""
+        ns, data = _submission(namespace, body)
+        if idempotency_key is None:
+            idempotency_key = self._key(ns, data, self.current(ns, str(data.get("name", ""))), dry_run)
+        return self.send(self.calls.submit(ns, data, idempotency_key=idempotency_key, dry_run=dry_run))
+
+    def current(self, namespace: str, name: str) -> m.WorkloadView | None:
+        """The name's latest incarnation, or None when it was never submitted."""
+        try:
+            return self.send(self.calls.get_workload(namespace, name))
+        except ProblemError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def watch(self, after: int = 0, *, wait: float = 30.0, limit: int | None = None,
-              max_reconnects: int | None = None) -> Iterator[m.Event]:
+              max_reconnects: int | None = None, workload: str | tuple[str, str] | None = None,
+              types: Collection[str] | None = None) -> Iterator[m.Event]:
         """The event feed after `after`, long-polled, each event once and in order, across reconnects
-        (`max_reconnects` None: keep reconnecting while the server is away)."""
-        feed, failures = _Feed(self.calls, after, wait, limit), 0
+        (`max_reconnects` None: keep reconnecting while the server is away); only the events about
+        `workload` ("NS/NAME") and of `types`, when given."""
+        feed, failures = _Feed(self.calls, after, wait, limit, workload, types), 0
         while True:
             try:
                 page = self.send(feed.next_call())
@@ -139,7 +210,6 @@ class Client(_Base):
     put_priority_class = _blocking(Calls.put_priority_class)
     get_priority_class = _blocking(Calls.get_priority_class)
     list_priority_classes = _blocking(Calls.list_priority_classes)
-    submit = _blocking(Calls.submit)
     get_workload = _blocking(Calls.get_workload)
     delete_workload = _blocking(Calls.delete_workload)
     finish_pods = _blocking(Calls.finish_pods)
@@ -185,9 +255,26 @@ class AsyncClient(_Base):
             await asyncio.sleep(delay)
             attempt += 1
 
+    async def submit(self, namespace: str | WorkloadBuilder, body: Body | None = None, *,
+                     idempotency_key: str | None = None, dry_run: bool = False) -> m.WorkloadView:
+        """As Client.submit, awaitable."""
+        ns, data = _submission(namespace, body)
+        if idempotency_key is None:
+            idempotency_key = self._key(ns, data, await self.current(ns, str(data.get("name", ""))), dry_run)
+        return await self.send(self.calls.submit(ns, data, idempotency_key=idempotency_key, dry_run=dry_run))
+
+    async def current(self, namespace: str, name: str) -> m.WorkloadView | None:
+        try:
+            return await self.send(self.calls.get_workload(namespace, name))
+        except ProblemError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     async def watch(self, after: int = 0, *, wait: float = 30.0, limit: int | None = None,
-                    max_reconnects: int | None = None) -> AsyncIterator[m.Event]:
-        feed, failures = _Feed(self.calls, after, wait, limit), 0
+                    max_reconnects: int | None = None, workload: str | tuple[str, str] | None = None,
+                    types: Collection[str] | None = None) -> AsyncIterator[m.Event]:
+        feed, failures = _Feed(self.calls, after, wait, limit, workload, types), 0
         while True:
             try:
                 page = await self.send(feed.next_call())
@@ -216,7 +303,6 @@ class AsyncClient(_Base):
     put_priority_class = _awaitable(Calls.put_priority_class)
     get_priority_class = _awaitable(Calls.get_priority_class)
     list_priority_classes = _awaitable(Calls.list_priority_classes)
-    submit = _awaitable(Calls.submit)
     get_workload = _awaitable(Calls.get_workload)
     delete_workload = _awaitable(Calls.delete_workload)
     finish_pods = _awaitable(Calls.finish_pods)

@@ -346,6 +346,7 @@ class WorkloadView(Mutation):
     priority: int
     preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
     position: int
+    previous: int | None = None  # the incarnation of the name before this one (lifecycle.md)
     spec: WorkloadSpec
     status: WorkloadStatus
 

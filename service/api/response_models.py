@@ -186,6 +186,7 @@ class WorkloadView(TypedDict):
     priority: int
     preemptionPolicy: PreemptionPolicy
     position: int
+    previous: int | None  # the position of the incarnation of its name before it (null for the first)
     spec: dict[str, Any]  # the Workload body as submitted: a $ref to it (see _SPEC_REF)
     status: WorkloadStatus
 

@@ -274,12 +274,25 @@ async def submit_workload(
                          location=lambda c: f"/v1/clusters/{cluster}/namespaces/{namespace}/workloads/{c.name}")
 
 
+# `?position=N` on a workload's GETs: the incarnation of the name submitted at N (lifecycle.md)
+IncarnationQuery = Annotated[int | None, QueryParameter(
+    name="position", ge=1, le=MAX_POSITION,
+    description="The incarnation of the name submitted at this position (default: the latest).")]
+
+
+def _never(cluster: str, namespace: str, name: str, position: int | None) -> Response[Any]:
+    if position is not None:
+        return not_found(f"workload {namespace}/{name} has no incarnation submitted at position {position} "
+                         f"in cluster {cluster!r}")
+    return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
+
+
 async def get_workload(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
-                       name: WorkloadSegment) -> Response[Any]:
+                       name: WorkloadSegment, position: IncarnationQuery = None) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
-    view = await service_of(request).queries.get_workload(cluster, namespace, name)
+    view = await service_of(request).queries.get_workload(cluster, namespace, name, position)
     if view is None:
-        return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
+        return _never(cluster, namespace, name, position)
     return json_response(view)
 
 
@@ -305,11 +318,12 @@ def _workload_command(type_: str, body_kind: str) -> Callable[..., Any]:
 
 
 async def workload_history(request: Request[Any, Any, Any], cluster: ClusterSegment, namespace: NamespaceSegment,
-                           name: WorkloadSegment, explain: Explain = False) -> Response[Any]:
+                           name: WorkloadSegment, explain: Explain = False,
+                           position: IncarnationQuery = None) -> Response[Any]:
     check_segments(("cluster", cluster, "cluster"), ("namespace", namespace, "namespace"), ("name", name, "workload"))
-    history = await service_of(request).queries.history(cluster, namespace, name)
+    history = await service_of(request).queries.history(cluster, namespace, name, position)
     if history is None:
-        return not_found(f"workload {namespace}/{name} was never submitted to cluster {cluster!r}")
+        return _never(cluster, namespace, name, position)
     if explain:  # the lines of `audit explain` beside the events as stored (service/app/summaries.py)
         history["explained"] = await service_of(request).summaries.history(cluster, namespace, name,
                                                                            history["events"])

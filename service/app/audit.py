@@ -5,8 +5,9 @@ export without any database.
 """
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,20 +263,48 @@ def _pods(items: list[dict[str, Any]]) -> str:
     return ", ".join(f"{node} ({', '.join(pods)})" for node, pods in sorted(by_node.items()))
 
 
-def _input_words(env: dict[str, Any] | None, position: int) -> str:
+class Names:
+    """A workload named in words: `ns/name`, and `ns/name (submitted at #N)` when its name has more
+    than one incarnation in the record (lifecycle.md, *Names used again*): N is the submission of the
+    incarnation live at the position the words are about. `incarnations`: the submission positions of
+    each name, ascending."""
+
+    def __init__(self, incarnations: Mapping[tuple[str, str], Sequence[int]] | None = None) -> None:
+        self.incarnations = {k: list(v) for k, v in (incarnations or {}).items() if len(v) > 1}
+
+    def __call__(self, namespace: Any, name: Any, at: int) -> str:
+        return f"{namespace}/{name}" + (f" (submitted at #{p})" if (p := self.submitted(namespace, name, at)) else "")
+
+    def submitted(self, namespace: Any, name: Any, at: int) -> int | None:
+        """The submission of the incarnation live at `at`, when the name has several; else None."""
+        positions = self.incarnations.get((namespace, name))
+        if not positions:
+            return None
+        i = bisect.bisect_right(positions, at)
+        return positions[i - 1] if i else None
+
+    def before(self, namespace: str, name: str, submitted_at: int) -> int | None:
+        """The incarnation of the name submitted before the one submitted at `submitted_at`."""
+        positions = self.incarnations.get((namespace, name)) or []
+        i = bisect.bisect_left(positions, submitted_at)
+        return positions[i - 1] if i else None
+
+
+def _input_words(env: dict[str, Any] | None, position: int, names: Names | None = None) -> str:
     """What the input at `position` did, in words ("team-a/x was deleted at #22")."""
     at = f"at #{position}"
     if env is None:
         return f"the input {at}"
+    who = names or Names()
     t, d = env.get("type"), env.get("data") or {}
     name = d.get("name")
     if t == ev.WORKLOAD_DELETED:
-        return f"{d.get('namespace')}/{name} was deleted {at}"
+        return f"{who(d.get('namespace'), name, position)} was deleted {at}"
     if t == ev.WORKLOAD_SUBMITTED:
         return f"{d.get('namespace')}/{name} was submitted {at}"
     if t == ev.PODS_FINISHED:
         pods = ", ".join(f"{p.get('pod')} {str(p.get('phase')).lower()} on {p.get('node')}" for p in d.get("pods") or ())
-        return f"{d.get('namespace')}/{d.get('workload')} reported {pods} {at}"
+        return f"{who(d.get('namespace'), d.get('workload'), position)} reported {pods} {at}"
     if t == ev.WORKLOAD_SCALED:
         return audit_lifecycle.scaled_input(d, at)
     if t == ev.NODE_REMOVED:
@@ -345,11 +374,13 @@ class _Group:
 
 
 def explain(namespace: str, name: str, history: list[dict[str, Any]],
-            causes: dict[int, dict[str, Any]] | None = None) -> list[str]:
+            causes: dict[int, dict[str, Any]] | None = None, names: Names | None = None) -> list[str]:
     """The workload's history in words, like `kubectl describe` events, with what caused each
     decision (`causes`: the inputs at the decisions' causationPosition, by position; those in the
-    history are found there) and a closing line with the state the history leaves."""
+    history are found there) and a closing line with the state the history leaves. `names` tells
+    the incarnations of a name used again apart."""
     me = (namespace, name)
+    who = names or Names()
     inputs = {e["position"]: e for e in history if e["type"] in ev.INPUT_TYPES} | (causes or {})
     lines: list[str] = []
     groups: dict[str, _Group] = {}
@@ -358,7 +389,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
         t, d, pos = env["type"], read_data(env), env["position"]
         when = f"{env.get('recordedAt', '?')} [#{pos}]"
         cause_at = (env.get("metadata") or {}).get("causationPosition")
-        cause = None if cause_at in (None, submitted_at) else _input_words(inputs.get(cause_at), cause_at)
+        cause = None if cause_at in (None, submitted_at) else _input_words(inputs.get(cause_at), cause_at, who)
         ref = (d.get("namespace"), d.get("workload"))
         group = d.get("podGroup")
         if t == ev.WORKLOAD_SUBMITTED and "compositePodGroups" in d["spec"]:
@@ -374,7 +405,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             groups = {g["name"]: _Group(_min_count(g), _size(g)) for g in specs}
             lines.append(f"{when} Submitted {namespace}/{name} with priority {d['priority']} "
                          f"({d['preemptionPolicy']}), {_n(len(specs), 'pod group')}: "
-                         + ", ".join(_group_summary(g) for g in specs) + ".")
+                         + ", ".join(_group_summary(g) for g in specs) + "." + _again(who, namespace, name, pos))
         elif t == ev.POD_GROUP_UNSCHEDULABLE:
             x = d["explanation"]
             msg = x["message"]
@@ -386,7 +417,7 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             if group in groups:
                 groups[group].waiting = x["message"]
         elif t in (ev.POD_GROUP_SCHEDULED, ev.PODS_SCHEDULED):
-            lines.extend(_scheduled(when, t, d, cause))
+            lines.extend(_scheduled(when, t, d, cause, who, pos))
             if group in groups:
                 groups[group].pods.update((p["pod"], p.get("node") or "?") for p in d["pods"])
                 groups[group].waiting = d["explanation"]["message"] if d.get("explanation") else None
@@ -394,14 +425,14 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             p = d["preemptor"]
             if ref == me:
                 why = f", when {cause}" if cause else ""
-                lines.append(f"{when} Group {group} preempted by {p['namespace']}/{p['workload']} group "
+                lines.append(f"{when} Group {group} preempted by {who(p['namespace'], p['workload'], pos)} group "
                              f"{p['podGroup']} (priority {p['priority']} > {d['priority']}){why}: evicted "
                              f"{_pods(d['pods'])}{' — the whole group' if d['wholeGroup'] else ''}. "
                              f"Chosen because: {d['message']}; lower priorities and less important units "
                              f"go first, and the fewest that make room.{_released(d)}")
                 _unplace(groups.get(group), d["pods"])
             else:
-                lines.append(f"{when} As preemptor, evicted {d['namespace']}/{d['workload']} group "
+                lines.append(f"{when} As preemptor, evicted {who(d['namespace'], d['workload'], pos)} group "
                              f"{group} (priority {d['priority']}): {_pods(d['pods'])}.")
         elif t == ev.PODS_LOST:
             with_cpg = f" (with composite pod group {d['compositePodGroup']})" if d.get("compositePodGroup") else ""
@@ -424,7 +455,15 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
     return lines
 
 
-def _scheduled(when: str, t: str, d: dict[str, Any], cause: str | None) -> list[str]:
+def _again(who: Names, namespace: str, name: str, submitted_at: int) -> str:
+    """On a name used again: which incarnation this is, and the one before."""
+    before = who.before(namespace, name, submitted_at)
+    return "" if before is None else f" A new incarnation of the name: the one before was submitted at #{before}."
+
+
+def _scheduled(when: str, t: str, d: dict[str, Any], cause: str | None, who: Names | None = None,
+               pos: int = 0) -> list[str]:
+    who = who or Names()
     verb = "Scheduled" if t == ev.POD_GROUP_SCHEDULED else "Placed more pods of"
     after = f", after {cause}" if cause else ""
     where = f" in {d['domain']['key']}={d['domain']['value']}" if d.get("domain") else ""
@@ -434,11 +473,11 @@ def _scheduled(when: str, t: str, d: dict[str, Any], cause: str | None) -> list[
     pre = d.get("preemption")
     if pre:
         for v in pre["victims"]:
-            lines.append(f"    preempted {v['namespace']}/{v['workload']} group {v['podGroup']} "
+            lines.append(f"    preempted {who(v['namespace'], v['workload'], pos)} group {v['podGroup']} "
                          f"(priority {v['priority']}): {_n(len(v['pods']), 'pod')}"
                          f"{', the whole group' if v['wholeGroup'] else ''} — {v['message']}.")
         for r in pre["reprieved"]:
-            lines.append(f"    spared {r['namespace']}/{r['workload']} group {r['podGroup']} "
+            lines.append(f"    spared {who(r['namespace'], r['workload'], pos)} group {r['podGroup']} "
                          f"(priority {r['priority']}): {r['message']}.")
     if d.get("explanation"):
         lines.append(f"    still waiting: {d['explanation']['message']}")

@@ -55,9 +55,11 @@ class QueryService:
                 return obj
         return None
 
-    async def get_workload(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get_workload(self, cluster: str, namespace: str, name: str,
+                           position: int | None = None) -> dict[str, Any] | None:
+        """The latest incarnation of the name, or the one submitted at `position`."""
         state = await self._state(cluster)
-        wl = state.workloads.get((namespace, name))
+        wl = state.incarnation(namespace, name, position)
         return views.workload_view(state, wl) if wl is not None else None
 
     async def list_workloads(self, cluster: str, *, namespace: str | None, phase: str | None,
@@ -86,9 +88,11 @@ class QueryService:
                 return {"events": [event_json(e) for e in batch], "lastPosition": last}
             await self.appended.wait(min(LONG_POLL_TICK, max(0.0, deadline - time.monotonic())))
 
-    async def history(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def history(self, cluster: str, namespace: str, name: str,
+                      position: int | None = None) -> dict[str, Any] | None:
+        """The events of the name's latest incarnation, or of the one submitted at `position`."""
         state = await self._state(cluster)
-        wl = state.workloads.get((namespace, name))
+        wl = state.incarnation(namespace, name, position)
         if wl is None:
             return None
         out = []
@@ -97,6 +101,10 @@ class QueryService:
             if found:
                 out.append(event_json(found[0]))
         return {"events": out}
+
+    async def incarnations(self, cluster: str) -> dict[tuple[str, str], list[int]]:
+        """The names used again and the submissions of their incarnations (views.incarnations)."""
+        return views.incarnations(await self._state(cluster))
 
     async def state_at(self, cluster: str, at: int | None, *, include_finished: bool = False) -> dict[str, Any]:
         """The cluster after event `at`: the nearest snapshot plus a short replay (never the

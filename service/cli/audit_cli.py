@@ -71,10 +71,13 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
                       help="The cluster whose stream to read (with --from-file: default, the file's cluster)."),
                   from_file: str | None = typer.Option(None, "--from-file", metavar="FILE",
                                                        help="Explain from an export, without any database."),
+                  position: int | None = typer.Option(
+                      None, "--position", metavar="N", min=1,
+                      help="The incarnation of the name submitted at N (default: the latest)."),
                   database_url: str | None = DbOpt) -> None:
     """The workload's history in words: submitted, why it waited, where it ran, who preempted it,
     what freed its room, and where it stands now. Checks the hash chain first."""
-    from service.app.audit import causation_positions
+    from service.app.audit import Names, causation_positions
     from service.bootstrap import service_for
 
     if cluster is None:
@@ -88,7 +91,7 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
     if from_file:
         from service.cli import explain_cli
         try:
-            found = explain_cli.file_history(from_file, cluster, namespace, name)
+            found = explain_cli.file_history(from_file, cluster, namespace, name, position)
         except explain_cli.NoEvents:
             no_events(cluster)
         except explain_cli.ChainBroken as exc:
@@ -107,25 +110,27 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
                 broken(checked.first_bad_position)
             if checked.events == 0:
                 no_events(cluster)
-            history = await service.queries.history(cluster, namespace, name)
+            names = Names(await service.queries.incarnations(cluster))
+            history = await service.queries.history(cluster, namespace, name, position)
             if history is None:
-                return None, {}
+                return None, {}, names
             causes = {}
-            for position in causation_positions(history["events"]):
-                found = await store.read(cluster, after=position - 1, limit=1)
+            for at in causation_positions(history["events"]):
+                found = await store.read(cluster, after=at - 1, limit=1)
                 if found:
-                    causes[position] = found[0].envelope()
-            return history, causes
+                    causes[at] = found[0].envelope()
+            return history, causes, names
 
     _explain_lines(namespace, name, cluster, *asyncio.run(run()))
 
 
-def _explain_lines(namespace: str, name: str, cluster: str, history: Any, causes: dict[int, Any]) -> None:
+def _explain_lines(namespace: str, name: str, cluster: str, history: Any, causes: dict[int, Any],
+                   names: Any = None) -> None:
     from service.app.audit import explain
 
     if history is None:
         fail(f"error: workload {namespace}/{name} not found in cluster {cluster}", 1)
-    for line in explain(namespace, name, history["events"], causes):
+    for line in explain(namespace, name, history["events"], causes, names):
         # markup off: "[#12]" (the position) and any bracket in a message are text, not rich styles
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 

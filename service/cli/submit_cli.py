@@ -2,8 +2,6 @@
 manifests) sent to a running server, deleted, and their finished pods reported."""
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -67,29 +65,33 @@ def submit(files: list[str] = FilesOpt,
     conversion = _inputs(files, namespace, ignore_unenforced)
     with connect(server, cluster, token) as c:
         for ns, body in conversion.workloads:
-            typer.echo(_outcome(_submit_converted(c, conversion, ns, body, dry_run=dry_run,
-                                                  idempotency_key=_key(cluster, ns, body, dry_run)), dry_run))
+            typer.echo(submit_one(c, ns, body, dry_run, conversion))
         for stage in conversion.stages:
             typer.echo(stage.line)
         if follow and not dry_run:
             _follow(c, cluster, conversion.stages)
 
 
-def _submit_converted(c: Client, conversion: Any, namespace: str, body: dict[str, Any], **options: Any) -> WorkloadView:
-    """Submit one converted body; a 422 names the manifest's paths where the body came from one."""
+def submit_one(c: Client, namespace: str, body: dict[str, Any], dry_run: bool, conversion: Any = None) -> str:
+    """Submit one workload with the key derived from it (gangplank_client.keys): the same file
+    submitted again while its workload lives is a replay, printed `unchanged`; after its workload
+    was deleted, a new incarnation of the name (lifecycle.md, *Names used again*). A 422 names the
+    manifest's paths where the body was converted from one (`conversion`)."""
     from gangplank_client import ProblemError
+    from gangplank_client.keys import replaced, submission_key
+
+    current = c.current(namespace, str(body.get("name", "")))
+    key = submission_key(c.cluster, namespace, body, replaces=replaced(current), dry_run=dry_run)
     try:
-        return c.submit(namespace, body, **options)
+        view = c.submit(namespace, body, idempotency_key=key, dry_run=dry_run)
     except ProblemError as exc:
-        if exc.status != 422 or (namespace, body["name"]) not in conversion.sources:
+        if exc.status != 422 or conversion is None or (namespace, body.get("name")) not in conversion.sources:
             raise
         raise ProblemError(exc.status, exc.title, conversion.refusal(namespace, body["name"], exc)) from exc
-
-
-def _key(cluster: str, namespace: str, body: dict[str, Any], dry_run: bool) -> str:
-    """The same file submitted again is an idempotent replay of the first submission, not a 409."""
-    text = json.dumps([cluster, namespace, body, dry_run], sort_keys=True, separators=(",", ":"))
-    return "submit-" + hashlib.sha256(text.encode()).hexdigest()[:40]
+    if not dry_run and current is not None and current.status.deleted_at is None \
+            and view.position == current.position:
+        return f"{namespace}/{view.name} unchanged"
+    return _outcome(view, dry_run)
 
 
 def _reached(c: Client, wait: Any) -> bool:
@@ -112,8 +114,7 @@ def _follow(c: Client, cluster: str, stages: list[Any]) -> None:
     while waiting:
         for stage in list(waiting):
             if all(_reached(c, w) for w in stage.waits_for):
-                typer.echo(_outcome(c.submit(stage.namespace, stage.body,
-                                             idempotency_key=_key(cluster, stage.namespace, stage.body, False)), False))
+                typer.echo(submit_one(c, stage.namespace, stage.body, False))
                 waiting.remove(stage)
         if waiting:
             after = max(after, c.events(after=after, limit=500, wait=10).last_position)

@@ -20,6 +20,7 @@ from service.schemas.validate import validate_body
 _KEYS = ("from", "until", "scoring", "priorityClasses", "nodes", "capacity", "withdraw")
 _NODE_KINDS = ("remove", "add", "cordon", "uncordon")
 _DECIMAL = re.compile(r"^[0-9]+(\.[0-9]+)?$")
+_WITHDRAW = re.compile(r"^([^/@]+)/([^/@]+)(?:@([0-9]{1,18}))?$")  # ns/name, or ns/name@N: one incarnation
 
 
 def _unknown(entry: dict[str, Any], allowed: tuple[str, ...], loc: list[Any], errors: list[dict[str, Any]]) -> None:
@@ -173,14 +174,17 @@ def parse_changes(doc: Any) -> Changes:
         getattr(changes, field).extend(p for p in parsed if p is not None)
     withdraw = doc.get("withdraw", [])
     if not isinstance(withdraw, list):
-        errors.append({"loc": ["withdraw"], "msg": "must be a list of NAMESPACE/NAME"})
+        errors.append({"loc": ["withdraw"], "msg": "must be a list of NAMESPACE/NAME or NAMESPACE/NAME@POSITION"})
     else:
         for i, w in enumerate(withdraw):
-            if not isinstance(w, str) or w.count("/") != 1 or not all(w.split("/")):
-                errors.append({"loc": ["withdraw", i], "msg": "must be NAMESPACE/NAME"})
+            found = _WITHDRAW.match(w) if isinstance(w, str) else None
+            if found is None:
+                errors.append({"loc": ["withdraw", i], "msg": "must be NAMESPACE/NAME (every incarnation of the "
+                                                              "name) or NAMESPACE/NAME@POSITION (the one submitted "
+                                                              "at POSITION)"})
             else:
-                ns, name = w.split("/")
-                changes.withdraw.append((ns, name))
+                at = found.group(3)
+                changes.withdraw.append((found.group(1), found.group(2), None if at is None else int(at)))
     if "scoring" in doc:
         changes.scoring = _scoring(doc["scoring"], errors)
     if errors:

@@ -67,8 +67,9 @@ class RecordingGangplank:
         self.calls.append(("get_object", (cluster, kind, name)))
         return self.views.get((kind, name))
 
-    async def get_workload(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
-        self.calls.append(("get_workload", (cluster, namespace, name)))
+    async def get_workload(self, cluster: str, namespace: str, name: str,
+                           position: int | None = None) -> dict[str, Any] | None:
+        self.calls.append(("get_workload", (cluster, namespace, name) + ((position,) if position else ())))
         return self.views.get(("workload", namespace, name))
 
     async def list_workloads(self, cluster: str, *, namespace: str | None, phase: str | None,
@@ -80,8 +81,9 @@ class RecordingGangplank:
         self.calls.append(("events", (cluster, after, limit, wait)))
         return {"events": [], "lastPosition": 0}
 
-    async def history(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
-        self.calls.append(("history", (cluster, namespace, name)))
+    async def history(self, cluster: str, namespace: str, name: str,
+                      position: int | None = None) -> dict[str, Any] | None:
+        self.calls.append(("history", (cluster, namespace, name) + ((position,) if position else ())))
         return self.views.get(("history", namespace, name))
 
     async def state_at(self, cluster: str, at: int | None, *, include_finished: bool = False) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from service.api.answers import HTTP_POLICY
-from service.app.commands import Accepted, Command, Origin, Rejected, Result, Submission
+from service.app.commands import Accepted, Command, Origin, Result, Submission
 from service.app.service import Gangplank
 from service.cli.main import app as cli
 from service.domain.model import events as ev
@@ -344,6 +344,8 @@ async def test_a_dry_run_leaves_the_live_state_and_finished_workloads_untouched(
     assert canonical(svc.cache.cached(C)) == before
     again = await execute(svc, Command(C, "SubmitWorkload", "done", "ns", {
         "name": "done", "podGroups": [{"name": "g", "pods": [{"name": "p"}]}]}), dry_run=True)
-    # a finished workload's name stays taken, also in a dry run
-    assert isinstance(again, Rejected) and again.rejection.status == 409
+    # a finished workload's name makes a new incarnation (lifecycle.md), also in a dry run: nothing changes
+    done = svc.cache.cached(C).workloads[("ns", "done")]
+    assert isinstance(again, Accepted) and again.body["previous"] == done.position
+    assert canonical(svc.cache.cached(C)) == before
     await svc.store.close()

@@ -162,3 +162,27 @@ def test_no_traceback_for_any_input(server, cluster, tmp_path):
         result = run("submit", "-f", str(tmp_path / f"{i}.yaml"), env=env)
         assert result.exit_code == 2, (text, result.output)
         assert result.exception is None or isinstance(result.exception, SystemExit), (text, result.exception)
+
+
+def test_a_file_submitted_again_is_unchanged_and_after_a_delete_a_new_incarnation(server, cluster, tmp_path):
+    """Names used again (lifecycle.md): the commands' derived key includes the incarnation a file
+    replaces, so a rerun after `delete -f` is recorded, and the same file twice while it lives is one."""
+    with Client(server, cluster=cluster) as c:
+        c.put_node("n1", allocatable={"cpu": "4"})
+    env = {"GANGPLANK_SERVER": server, "GANGPLANK_CLUSTER": cluster}
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB)
+    first = run("submit", "-f", str(job), env=env)
+    assert first.exit_code == 0 and first.output.strip() == "team-a/train Scheduled (2/2 pods)", first.output
+    same = run("submit", "-f", str(job), env=env)
+    assert same.exit_code == 0 and same.output.strip() == "team-a/train unchanged", same.output
+    assert run("delete", "-f", str(job), env=env).exit_code == 0
+    rerun = run("submit", "-f", str(job), env=env)
+    assert rerun.exit_code == 0 and rerun.output.strip() == "team-a/train Scheduled (2/2 pods)", rerun.output
+    assert run("submit", "-f", str(job), env=env).output.strip() == "team-a/train unchanged"
+    with Client(server, cluster=cluster) as c:
+        views = c.list_workloads().items
+        assert [(v.name, v.status.phase) for v in views] == [("train", "Finished"), ("train", "Scheduled")]
+        assert views[1].previous == views[0].position
+        assert c.get_workload("team-a", "train", position=views[0].position).status.phase == "Finished"
+        assert [e.position for e in c.history("team-a", "train").events][0] == views[1].position

@@ -56,8 +56,8 @@ def test_problems_name_status_title_and_fields(server, cluster):
         assert bad.value.status == 422 and bad.value.title
         assert ("body", "podGroups", 0, "schedulingPolicy", "gang", "minCount") in [e.loc for e in bad.value.errors]
         c.submit("team-a", gang("taken"))
-        with pytest.raises(ProblemError) as conflict:
-            c.submit("team-a", gang("taken"))
+        with pytest.raises(ProblemError) as conflict:  # another body under a live name (the same one is a replay)
+            c.submit("team-a", gang("taken", pods=1))
         assert conflict.value.status == 409 and conflict.value.errors == []
         with pytest.raises(ProblemError) as missing:
             c.get_workload("team-a", "nope")
@@ -99,7 +99,7 @@ def test_a_dropped_answer_is_retried_with_the_same_key_and_applied_once(server, 
         c.put_node("n1", allocatable={"cpu": "8"})
         flaky.seen.clear()
         flaky.drops = 2
-        v = c.submit("team-a", gang("once"))
+        v = c.submit("team-a", gang("once"), idempotency_key=f"{cluster}-once")
     assert v.status.phase == "Scheduled"
     assert len(flaky.seen) == 3 and len({(m, k, b) for m, k, b in flaky.seen}) == 1  # same key, same bytes
     with Client(server, cluster=cluster) as c:
@@ -127,8 +127,11 @@ def test_a_refused_connection_gives_up_after_the_attempts():
 
     with Client("http://127.0.0.1:9", retry=FAST, transport=httpx.MockTransport(refuse)) as c:
         with pytest.raises(httpx.ConnectError):
-            c.submit("team-a", gang("x"))
+            c.submit("team-a", gang("x"), idempotency_key="k")
         assert len(calls) == FAST.attempts and len({r.headers["idempotency-key"] for r in calls}) == 1
+        with pytest.raises(httpx.ConnectError):  # a derived key needs the name's latest incarnation first
+            c.submit("team-a", gang("x"))
+        assert len(calls) == 2 * FAST.attempts and calls[-1].method == "GET"
         with pytest.raises(httpx.ConnectError):
             c.get_workload("team-a", "x")  # reads are retried too, and carry no key
         assert "idempotency-key" not in calls[-1].headers
@@ -146,7 +149,7 @@ def test_every_mutating_call_carries_a_key_and_reads_none():
                      lambda: c.put_device_class("d", {}), lambda: c.delete_device_class("d"),
                      lambda: c.put_resource_slice("s", {"driver": "d", "pool": {}}),
                      lambda: c.delete_resource_slice("s"), lambda: c.put_priority_class("p", value=1),
-                     lambda: c.submit("ns", {"name": "w"}), lambda: c.delete_workload("ns", "w"),
+                     lambda: c.submit("ns", {"name": "w"}, idempotency_key="given"), lambda: c.delete_workload("ns", "w"),
                      lambda: c.submit("ns", {"name": "w"}, idempotency_key="mine"), lambda: c.verify()):
             with pytest.raises(ProblemError):
                 call()
@@ -200,8 +203,9 @@ async def test_async_client_has_the_same_methods(server, cluster):
         await c.put_node("n1", allocatable={"cpu": "8"})
         v = await c.submit("team-a", gang("async"))
         assert v.status.pod_groups[0].placed_pods == 2
+        assert (await c.submit("team-a", gang("async"))).position == v.position  # a replay (derived key)
         with pytest.raises(ProblemError) as exc:
-            await c.submit("team-a", gang("async"))
+            await c.submit("team-a", gang("async", pods=1))
         assert exc.value.status == 409
         got = []
         async for event in c.watch(after=0, wait=0.1):
@@ -211,3 +215,61 @@ async def test_async_client_has_the_same_methods(server, cluster):
         assert got == ["NodeUpserted", "WorkloadSubmitted", "PodGroupScheduled"]
         page = await asyncio.wait_for(c.events(after=3, wait=0.2), 5)
         assert page.events == [] and page.last_position == 3
+
+
+def test_submit_derives_its_key_as_the_commands_do(server, cluster):
+    """Without a key, submit is idempotent (client.md): the same body twice is one workload; after
+    its deletion the same body is a new incarnation of the name (lifecycle.md); a builder's namespace
+    is not given again."""
+    from gangplank_client.keys import submission_key
+
+    seen: list[httpx.Request] = []
+
+    class Recording(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            seen.append(request)
+            return super().handle_request(request)
+
+    builder = WorkloadBuilder("train", namespace="team-a").gang("workers", min_count=1).pods("w", requests={"cpu": "1"})
+    with Client(server, cluster=cluster, transport=Recording()) as c:
+        c.put_node("n1", allocatable={"cpu": "8"})
+        first = c.submit(builder)
+        assert (first.namespace, first.name, first.previous) == ("team-a", "train", None)
+        again = c.submit("team-a", builder.build() | {})  # the same body: a replay, the first answer
+        assert again.position == first.position
+        keys = [r.headers["idempotency-key"] for r in seen if r.method == "POST"]
+        body = {k: v for k, v in builder.build().items() if k != "namespace"}
+        assert keys[-2:] == [submission_key(cluster, "team-a", body)] * 2
+        c.delete_workload("team-a", "train")
+        rerun = c.submit(builder)
+        assert rerun.previous == first.position and rerun.status.phase == "Scheduled"
+        assert c.submit(builder).position == rerun.position
+        assert [r.headers["idempotency-key"] for r in seen if r.method == "POST"][-1] == \
+            submission_key(cluster, "team-a", body, replaces=first.position)
+        assert [v.position for v in c.list_workloads().items] == [first.position, rerun.position]
+        with pytest.raises(ValueError):
+            c.submit("team-b", builder)  # the builder says team-a
+
+
+def test_watch_filters_by_workload_and_type(server, cluster):
+    with Client(server, cluster=cluster) as c:
+        c.put_node("n1", allocatable={"cpu": "8"})
+        a = c.submit("team-a", gang("a", cpu="1"))
+        c.submit("team-a", gang("b", cpu="1"))
+        c.delete_workload("team-a", "a")
+        last = c.events(after=0, limit=1).last_position
+        mine = []
+        for event in c.watch(after=0, wait=0.1, workload="team-a/a"):
+            mine.append(event)
+            if event.type == "WorkloadDeleted":
+                break
+        assert [e.type for e in mine] == ["WorkloadSubmitted", "PodGroupScheduled", "WorkloadDeleted"]
+        assert mine[0].position == a.position
+        placed = []
+        for event in c.watch(after=0, wait=0.1, types={"PodGroupScheduled"}):
+            placed.append(event.data["workload"])
+            if len(placed) == 2:
+                break
+        assert placed == ["a", "b"] and last >= mine[-1].position
+        with pytest.raises(ValueError):
+            next(iter(c.watch(workload="no-slash")))

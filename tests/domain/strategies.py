@@ -58,10 +58,15 @@ def workload_cmd(draw, idx):
 @st.composite
 def streams(draw):
     cmds = [draw(node_cmd()) for _ in range(draw(st.integers(1, 4)))]
+    submitted: list[int] = []
     for i in range(draw(st.integers(1, 14))):
-        kind = draw(st.sampled_from(["submit", "submit", "submit", "delete", "node", "remove"]))
-        if kind == "submit":
+        kind = draw(st.sampled_from(["submit", "submit", "submit", "delete", "again", "node", "remove"]))
+        if kind == "submit" or kind == "again" and not submitted:
             cmds.append(draw(workload_cmd(i)))
+            submitted.append(i)
+        elif kind == "again":  # a name deleted and submitted again: a new incarnation (lifecycle.md)
+            again = draw(st.sampled_from(submitted))
+            cmds += [("delete", f"w{again}", None), draw(workload_cmd(again))]
         elif kind == "delete":
             cmds.append(("delete", f"w{draw(st.integers(0, max(0, i - 1)))}", None))
         elif kind == "node":
@@ -138,10 +143,14 @@ def preemption_streams(draw) -> list[tuple[str, str, Any]]:
         cmds.append(draw(preemption_workload(f"w{i}", draw(st.sampled_from([1, 2, 3])), devices)))
         i += 1
     for _ in range(draw(st.integers(1, 8))):
-        kind = draw(st.sampled_from(["submit"] * 6 + ["delete", "node", "remove"]))
+        kind = draw(st.sampled_from(["submit"] * 6 + ["delete", "again", "node", "remove"]))
         if kind == "submit":
             cmds.append(draw(preemption_workload(f"w{i}", draw(st.sampled_from([1, 2, 3, 5, 10, 20])), devices)))
             i += 1
+        elif kind == "again":  # a name deleted and submitted again: a new incarnation of it
+            again = draw(st.integers(0, i - 1))
+            cmds += [("delete", f"w{again}", None),
+                     draw(preemption_workload(f"w{again}", draw(st.sampled_from([1, 2, 5, 20])), devices))]
         elif kind == "delete":
             cmds.append(("delete", f"w{draw(st.integers(0, i - 1))}", None))
         elif kind == "node":
@@ -153,8 +162,8 @@ def preemption_streams(draw) -> list[tuple[str, str, Any]]:
 
 def run(cmds: list[tuple[str, str, Any]], check: Callable[[Sim], None] | None = None) -> Sim:
     """Play a stream of (kind, name, body) into a fresh Sim; `check(sim)` after each command.
-    A submission of a name already submitted, a deletion of a workload not live and a removal of
-    a node not alive are skipped."""
+    A submission of a name that lives, a deletion of a workload not live and a removal of a node
+    not alive are skipped (a deleted workload's name makes a new incarnation: lifecycle.md)."""
     s = Sim()
     for kind, name, body in cmds:
         state = s.state
@@ -165,7 +174,8 @@ def run(cmds: list[tuple[str, str, Any]], check: Callable[[Sim], None] | None = 
         elif kind == "slice":
             s.run("UpsertResourceSlice", name, body=body)
         elif kind == "submit":
-            if ("default", name) not in state.workloads:
+            live = state.workloads.get(("default", name))
+            if live is None or live.deleted_at is not None:
                 s.run("SubmitWorkload", name, "default", body)
         elif kind == "delete":
             wl = state.workloads.get(("default", name))

@@ -169,6 +169,30 @@ async def test_state_rejections_become_command_rejected_events(kafka_bootstrap, 
         await store.close()
 
 
+async def test_a_deleted_name_submitted_again_is_a_new_incarnation(kafka_bootstrap, kafka_settings, db_url):
+    """Names used again (lifecycle.md), over Kafka: after a deletion the name makes a new workload; a
+    live name is still rejected, naming the live incarnation's position."""
+    s = kafka_settings
+    await ensure_topics(s)
+    messages = inventory("rerun", 1) + [
+        command("rerun", "SubmitWorkload", "job", namespace="ns", body=workload_body("job")),
+        command("rerun", "DeleteWorkload", "job", namespace="ns"),
+        command("rerun", "SubmitWorkload", "job", namespace="ns", body=workload_body("job")),  # a new incarnation
+        command("rerun", "SubmitWorkload", "job", namespace="ns", body=workload_body("job")),  # the name lives
+    ]
+    await produce(kafka_bootstrap, s.commands_topic, messages)
+    store = open_store(db_url)
+    try:
+        async with running(s):
+            await wait_for(lambda: _done(store, s, len(messages)), what="consumed")
+        inputs = [e for e in await all_events(store, "rerun") if e.metadata["causationPosition"] is None]
+        assert [e.type for e in inputs] == ["NodeUpserted", "WorkloadSubmitted", "WorkloadDeleted",
+                                            "WorkloadSubmitted", "CommandRejected"]
+        assert f"position {inputs[3].position}" in inputs[4].data["message"]
+    finally:
+        await store.close()
+
+
 class FlakyStore:
     """The real store, with a switch that makes every call raise StoreUnavailable."""
 

@@ -85,6 +85,8 @@ class Conversion:
     skipped: list[str] = field(default_factory=list)
     # (namespace, workload name) -> (the object it was converted from, {body path: manifest path})
     sources: dict[tuple[str, str], tuple[str, dict[BodyPath, str]]] = field(default_factory=dict)
+    # with keep_going: the objects refused, each (its "Kind name", or "document N", and its error lines)
+    refused: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def locate(self, namespace: str, name: str, loc: BodyPath) -> str | None:
         """Where a location in the body of `namespace/name` (as a 422 names it: ["body", ...]) is in
@@ -185,13 +187,42 @@ def _finish(body: Obj, ctx: Context, claim_templates: dict[str, Obj]) -> dict[Bo
     return origins
 
 
-def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenforced: bool = False) -> Conversion:
-    """Every workload the manifests give, in input order; ManifestError naming each object and path."""
+def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenforced: bool = False,
+            keep_going: bool = False) -> Conversion:
+    """Every workload the manifests give, in input order; ManifestError naming each object and path.
+    With `keep_going`, as `kubectl apply` goes on: the workloads of the objects that convert, and
+    each refused object in `refused` (nothing raised)."""
+    result = _convert(manifests, namespace, ignore_unenforced)
+    if result.refused and not keep_going:
+        raise ManifestError([line for _, lines in result.refused for line in lines])
+    return result
+
+
+def _refuse(result: Conversion, lines: list[str]) -> bool:
+    """Record each line under the object it names (its "Kind name: " prefix); False when none."""
+    for line in lines:
+        label = line.split(":", 1)[0]
+        if result.refused and result.refused[-1][0] == label:
+            result.refused[-1][1].append(line)
+        else:
+            result.refused.append((label, [line]))
+    return bool(lines)
+
+
+def _taken(errors: list[str]) -> list[str]:
+    """The errors gathered so far, the list emptied (they are recorded once)."""
+    taken = list(errors)
+    errors.clear()
+    return taken
+
+
+def _convert(manifests: Manifests, namespace: str | None, ignore_unenforced: bool) -> Conversion:
     objs = load(manifests)
     name_objects(objs)
     result = Conversion()
     errors: list[str] = []
     objs = _classify(objs, errors, result.skipped)
+    _refuse(result, _taken(errors))
     pod_groups = _pod_groups(objs)
     claim_templates = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ResourceClaimTemplate"}
     used_groups: set[str] = set()
@@ -211,9 +242,10 @@ def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenfo
             planned = [(TOPS[kind](obj, ctx), [])]
         for body, _ in planned:
             result.sources[ns, body["name"]] = (where(obj), _finish(body, ctx, claim_templates))
-        errors += ctx.out.lines()
         result.warnings += ctx.out.warnings
         used_groups |= ctx.used_pod_groups
+        if _refuse(result, _taken(errors) + ctx.out.lines()):
+            continue
         for body, waits in planned:
             if waits:
                 result.stages.append(Stage(ns, body, [Wait(ns, wl, tuple(rjs), status) for wl, rjs, status in waits]))
@@ -229,13 +261,13 @@ def convert(manifests: Manifests, namespace: str | None = None, *, ignore_unenfo
         ns = _namespace(wl, namespace, errors)
         body = bundle(wl, companions, ctx)
         result.sources[ns, body["name"]] = (where(wl), _finish(body, ctx, claim_templates))
-        errors += ctx.out.lines()
         result.warnings += ctx.out.warnings
-        result.workloads.append((ns, body))
+        if not _refuse(result, _taken(errors) + ctx.out.lines()):
+            result.workloads.append((ns, body))
     known = set(pod_groups) | {t for wl in bundles for t in templates_of(wl.get("spec") or {}, Refusals())[0]}
     errors += _strays(objs, {o["metadata"]["name"] for o in bundles}, used_groups, known)
-    if errors:
-        raise ManifestError(errors)
+    if _refuse(result, _taken(errors)) or result.refused:
+        return result
     used = set().union(*(used_templates(b) for _, b in result.workloads), *(used_templates(s.body) for s in result.stages))
     result.skipped += [f"skipped: ResourceClaimTemplate {name} (used by no workload)"
                        for name in claim_templates if name not in used]

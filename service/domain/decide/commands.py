@@ -89,11 +89,10 @@ def remove_resource_slice(state: ClusterState, name: str, namespace: str | None,
 def submit_workload(state: ClusterState, name: str, namespace: str | None,
                     body: dict[str, Any]) -> Accepted | Rejection:
     ns = namespace or ""
-    if (existing := state.workloads.get((ns, name))) is not None:
-        if existing.deleted_at is not None:  # names are never reused: its history keeps answering
-            return Rejection(409, "AlreadyExists", f"workload {ns}/{name} already exists: the name was used by a "
-                             f"workload that finished at position {existing.deleted_at}, and a name is not reused")
-        return Rejection(409, "AlreadyExists", f"workload {ns}/{name} already exists")
+    existing = state.workloads.get((ns, name))
+    if existing is not None and existing.deleted_at is None:  # a deleted one's name makes a new incarnation
+        return Rejection(409, "AlreadyExists", f"workload {ns}/{name} already exists: the one submitted at "
+                         f"position {existing.position} lives (delete it before its name is used again)")
     requested = {r for g in group_bodies(body) for p in g.get("pods") or ()
                  for r in (p.get("requests") or {})}
     too_many = _too_many_resources(state, requested, ("body", "podGroups"))

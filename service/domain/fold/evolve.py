@@ -102,6 +102,8 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
         g.class_key = _class_key(wl, g) if gs.parent is None else None  # a tree's groups queue as its root
         wl.groups.append(g)
     wl.composites = [Composite(workload=wl, spec=cs) for cs in spec.cpgs]
+    if (before := state.workloads.get(wl.key)) is not None:  # a deleted one's name: a new incarnation
+        wl.previous = before.position  # the earlier one stays in by_position, its history apart
     state.workloads[wl.key] = wl
     state.by_position[wl.position] = wl
     for shape in range(len(spec.shapes)):

@@ -335,7 +335,7 @@ class Replay:
             return False
         state = self.state  # _open, inlined
         wl = _new_workload(Workload)
-        wl.__dict__ = {"position": position, "deleted_at": None, "events": [position]}
+        wl.__dict__ = {"position": position, "deleted_at": None, "previous": None, "events": [position]}
         state.workloads[key] = wl
         state.by_position[position] = wl
         self.open[key] = _Transient(wl, groups, key[0], key[1], priority, lean.preemptionPolicy,
@@ -346,7 +346,7 @@ class Replay:
               body: Any) -> None:
         state = self.state
         wl = _new_workload(Workload)
-        wl.__dict__ = {"position": position, "deleted_at": None, "events": [position]}
+        wl.__dict__ = {"position": position, "deleted_at": None, "previous": None, "events": [position]}
         state.workloads[key] = wl
         state.by_position[position] = wl
         self.open[key] = _Transient(wl, groups, key[0], key[1], priority, policy, body)

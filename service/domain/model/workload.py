@@ -113,6 +113,8 @@ class Workload:
     groups: list[Group] = field(default_factory=list)
     composites: list[Composite] = field(default_factory=list)  # its CPGs, pre-order (composite.md)
     deleted_at: int | None = None
+    # the position of the incarnation of its name before it (lifecycle.md, *Names used again*)
+    previous: int | None = None
     # positions of events about it (history); an array once finished (compact)
     events: list[int] | array[int] = field(default_factory=list)
 

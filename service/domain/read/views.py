@@ -115,11 +115,25 @@ def workload_view(state: ClusterState, wl: Workload) -> dict[str, Any]:
     return {
         "cluster": state.cluster, "namespace": wl.spec.namespace, "name": wl.spec.name,
         "priority": wl.spec.priority, "preemptionPolicy": wl.spec.preemption_policy,
-        "position": wl.position, "spec": wl.body,
+        "position": wl.position, "previous": wl.previous, "spec": wl.body,
         "status": {"phase": workload_phase(wl), "deletedAt": wl.deleted_at,
                    "podGroups": [group_view(state, g) for g in wl.groups],
                    "compositePodGroups": [composite_view(wl, c) for c in wl.composites]},
     }
+
+
+def incarnations(state: ClusterState) -> dict[tuple[str, str], list[int]]:
+    """The names used again (lifecycle.md): each name with more than one incarnation, and the
+    positions of their submissions, ascending."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for wl in state.workloads.values():
+        if wl.previous is None:
+            continue
+        chain = [wl.position]
+        while (before := state.by_position.get(chain[-1])) is not None and before.previous is not None:
+            chain.append(before.previous)
+        out[wl.key] = chain[::-1]
+    return out
 
 
 def object_views(state: ClusterState, kind: str) -> list[dict[str, Any]]:
@@ -152,7 +166,7 @@ def canonical(state: ClusterState) -> dict[str, Any]:
                            "everScheduled": g.ever_scheduled} for g in wl.groups],
              "internalComposites": [{"needsExplanation": c.needs_explanation, "everScheduled": c.ever_scheduled}
                                     for c in wl.composites]}
-            for wl in sorted(state.workloads.values(), key=lambda w: w.position)],
+            for wl in sorted(state.by_position.values(), key=lambda w: w.position)],  # every incarnation
         "queue": [list(k) for k in state.queue.keys()],
         "running": [list(k) for k in state.running.keys()],
         "devices": dra.canonical(state.dra),

@@ -27,6 +27,10 @@ from service.domain.read.views import workload_phase
 from service.domain.state.cluster import ClusterState
 
 Key = tuple[str, str]
+# one incarnation of a name (lifecycle.md, *Names used again*): namespace, name and the recorded
+# position of its submission; a withdrawal names one (`ns/name@N`) or, with None, every one
+Incarnation = tuple[str, str, int]
+Withdrawal = tuple[str, str, "int | None"]
 
 
 class WhatIfInvalid(ValueError):
@@ -70,7 +74,7 @@ class Changes:
     priority_classes: dict[str, int] = field(default_factory=dict)
     nodes: list[NodeChange] = field(default_factory=list)
     capacity: list[CapacityChange] = field(default_factory=list)
-    withdraw: list[Key] = field(default_factory=list)
+    withdraw: list[Withdrawal] = field(default_factory=list)
     # the scoringStrategy in force for the whole range (a SchedulerConfigured's, defaults filled in)
     scoring: dict[str, Any] | None = None
 
@@ -87,37 +91,45 @@ class _Track:
 @dataclass
 class _World:
     state: ClusterState
-    tracks: dict[Key, _Track] = field(default_factory=dict)
+    tracks: dict[Incarnation, _Track] = field(default_factory=dict)
+    current: dict[Key, int] = field(default_factory=dict)  # a name -> its latest incarnation's submission
+    incarnations: dict[Incarnation, Any] = field(default_factory=dict)  # -> its Workload in this world
     bodies: dict[str, dict[str, Any]] = field(default_factory=dict)  # live nodes' NodeUpserted data
     skipped: set[int] = field(default_factory=set)  # recorded input positions skipped
     preemptions: int = 0
 
     def note(self, date: int, inp: ev.Event | None, decisions: Sequence[ev.Event], in_range: bool) -> None:
         """After an input and its decisions: submissions, preemptions, first Scheduled dates."""
-        touched: list[Key] = []
+        touched: list[Incarnation] = []
         if inp is not None and inp.type == ev.WORKLOAD_SUBMITTED:
             key = (inp.data["namespace"], inp.data["name"])
-            self.tracks.setdefault(key, _Track(int(inp.data["priority"])))
-            touched.append(key)
+            self.current[key] = date
+            self.tracks.setdefault((*key, date), _Track(int(inp.data["priority"])))
+            self.incarnations[(*key, date)] = self.state.workloads.get(key)
+            touched.append((*key, date))
         if inp is not None and inp.type == ev.NODE_UPSERTED:
             self.bodies[inp.data["name"]] = inp.data
         elif inp is not None and inp.type == ev.NODE_REMOVED:
             self.bodies.pop(inp.data["name"], None)
         for d in decisions:
-            key = (d.data.get("namespace", ""), d.data.get("workload", ""))
-            touched.append(key)
+            inc = self.live((d.data.get("namespace", ""), d.data.get("workload", "")))
+            touched.append(inc)
             if d.type == ev.POD_GROUP_PREEMPTED and in_range:
                 self.preemptions += 1
-                if (victim := self.tracks.get(key)) is not None:
+                if (victim := self.tracks.get(inc)) is not None:
                     victim.suffered += 1
                 pre = d.data.get("preemptor") or {}
-                if (by := self.tracks.get((pre.get("namespace", ""), pre.get("workload", "")))) is not None:
+                if (by := self.tracks.get(self.live((pre.get("namespace", ""), pre.get("workload", ""))))) is not None:
                     by.caused += 1
-        for key in touched:
-            track, wl = self.tracks.get(key), self.state.workloads.get(key)
+        for inc in touched:
+            track, wl = self.tracks.get(inc), self.incarnations.get(inc)
             if track is not None and track.scheduled_at is None and wl is not None \
                     and workload_phase(wl) == "Scheduled":
                 track.scheduled_at = date
+
+    def live(self, key: Key) -> Incarnation:
+        """The incarnation a decision naming `key` concerns: the latest one (-1: none yet)."""
+        return (*key, self.current.get(key, -1))
 
 
 def _groups(events: Sequence[ev.Event]) -> list[tuple[ev.Event, list[ev.Event]]]:
@@ -165,13 +177,13 @@ def what_if(cluster: str, events: Sequence[ev.Event], changes: Changes, rules_cu
         _fold(base, inp, decisions)
         base.note(inp.position, inp, decisions, False)
     ranged = [(i, d) for i, d in groups[len(prefix):] if i.position <= until]
-    submitted = {(i.data["namespace"], i.data["name"]): i.position for i, _ in ranged
+    submitted = {(i.data["namespace"], i.data["name"], i.position): i.position for i, _ in ranged
                  if i.type == ev.WORKLOAD_SUBMITTED}
     _check(changes, start, until, submitted)
     recorded, whatif = base, copy.deepcopy(base)
     if changes.scoring is not None:  # for the whole range, through the one strategy seam (sharing.md)
         scoring.configure(whatif.state, changes.scoring)
-    whatif_run = _WhatIfRun(whatif, changes, until)
+    whatif_run = _WhatIfRun(whatif, changes, until, recorded)
     whatif_run.scale_live()
     rules: set[int] = set()
     for inp, decisions in ranged:
@@ -203,23 +215,30 @@ def _fold(world: _World, inp: ev.Event, decisions: Sequence[ev.Event]) -> None:
             raise WhatIfUnfoldable(e.position, e.type, exc) from exc
 
 
-def _check(changes: Changes, start: int, until: int, submitted: dict[Key, int]) -> None:
+def _check(changes: Changes, start: int, until: int, submitted: dict[Incarnation, int]) -> None:
     for c in changes.nodes:
         if not start <= c.at <= until:
             raise WhatIfInvalid(["nodes", c.index, "at"], f"at {c.at} is outside the range {start}..{until}")
-    for i, key in enumerate(changes.withdraw):
-        if key not in submitted:
-            raise WhatIfInvalid(["withdraw", i], f"workload {key[0]}/{key[1]} is not submitted in the range "
+    for i, (ns, name, at) in enumerate(changes.withdraw):
+        if at is None and not any(inc[:2] == (ns, name) for inc in submitted):
+            raise WhatIfInvalid(["withdraw", i], f"workload {ns}/{name} is not submitted in the range "
                                                  f"{start}..{until}")
+        if at is not None and (ns, name, at) not in submitted:
+            raise WhatIfInvalid(["withdraw", i], f"workload {ns}/{name} has no incarnation submitted at "
+                                                 f"position {at} in the range {start}..{until}")
+
+
+def withdrawn(changes: Changes, inc: Incarnation) -> bool:
+    """Whether the changes withdraw that incarnation (by its name, or by its submission's position)."""
+    return any(w[:2] == inc[:2] and w[2] in (None, inc[2]) for w in changes.withdraw)
 
 
 class _WhatIfRun:
     """The what-if world's inputs: recorded ones under the changes, and the `nodes` entries."""
 
-    def __init__(self, world: _World, changes: Changes, until: int) -> None:
-        self.world, self.changes, self.until = world, changes, until
+    def __init__(self, world: _World, changes: Changes, until: int, recorded: _World) -> None:
+        self.world, self.changes, self.until, self.recorded = world, changes, until, recorded
         self.pending = sorted(changes.nodes, key=lambda c: (c.at, c.index))
-        self.withdrawn = set(changes.withdraw)
         self.decided = 0
 
     def _decide(self, date: int, inp: ev.Event | None, etype: str, data: dict[str, Any]) -> None:
@@ -273,15 +292,18 @@ class _WhatIfRun:
         t = inp.type
         if t == ev.WORKLOAD_SUBMITTED:
             key = (data["namespace"], data["name"])
-            if key in self.withdrawn or key in state.workloads:
+            live = state.workloads.get(key)
+            if withdrawn(self.changes, (*key, inp.position)) or (live is not None and live.deleted_at is None):
                 return None
             cls = (data.get("spec") or {}).get("priorityClassName")
             if cls in self.changes.priority_classes and "priority" not in (data.get("spec") or {}):
                 return {**data, "priority": self.changes.priority_classes[cls]}
             return data
-        if t == ev.WORKLOAD_DELETED:
-            wl = state.workloads.get((data["namespace"], data["name"]))
-            return data if wl is not None and wl.deleted_at is None else None
+        if t == ev.WORKLOAD_DELETED:  # the incarnation the record deleted, if it lives here
+            key = (data["namespace"], data["name"])
+            wl = state.workloads.get(key)
+            same = self.world.current.get(key) == self.recorded.current.get(key)
+            return data if wl is not None and wl.deleted_at is None and same else None
         if t == ev.PODS_FINISHED:
             return _running(state, data)
         if t == ev.NODE_REMOVED:
@@ -338,9 +360,9 @@ def _utilisation(state: ClusterState) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
-def _side(world: _World, key: Key, submitted_at: int, inputs: list[int]) -> dict[str, Any]:
-    track = world.tracks.get(key) or _Track(0)
-    wl = world.state.workloads.get(key)
+def _side(world: _World, inc: Incarnation, submitted_at: int, inputs: list[int]) -> dict[str, Any]:
+    track = world.tracks.get(inc) or _Track(0)
+    wl = world.incarnations.get(inc)
     phase = workload_phase(wl) if wl is not None else "Finished"
     placed = sum(g.placed for g in wl.groups) if wl is not None and wl.deleted_at is None else 0
     wait = None
@@ -362,18 +384,18 @@ def _totals(world: _World, rows: list[dict[str, Any]], side: str) -> dict[str, A
 
 
 def _report(cluster: str, start: int, until: int, recorded: _World, whatif: _World, changes: Changes,
-            submitted: dict[Key, int], inputs: list[int], ranged: int, decided: int, rules_current: int,
+            submitted: dict[Incarnation, int], inputs: list[int], ranged: int, decided: int, rules_current: int,
             rules_recorded: list[int]) -> dict[str, Any]:
-    listed: dict[Key, int] = {}
-    for key, wl in recorded.state.workloads.items():
-        if wl.position <= start and (wl.deleted_at is None or wl.deleted_at > start) or key in submitted:
-            listed[key] = wl.position
-    withdrawn = set(changes.withdraw)
+    listed: dict[Incarnation, int] = {}
+    for inc, wl in recorded.incarnations.items():
+        if wl.position <= start and (wl.deleted_at is None or wl.deleted_at > start) or inc in submitted:
+            listed[inc] = wl.position
     rows = []
-    for key, at in sorted(listed.items(), key=lambda kv: kv[1]):
-        rows.append({"namespace": key[0], "name": key[1], "submittedAt": at, "withdrawn": key in withdrawn,
-                     "recorded": _side(recorded, key, at, inputs),
-                     "whatIf": None if key in withdrawn else _side(whatif, key, at, inputs)})
+    for inc, at in sorted(listed.items(), key=lambda kv: kv[1]):
+        out = withdrawn(changes, inc)
+        rows.append({"namespace": inc[0], "name": inc[1], "submittedAt": at, "withdrawn": out,
+                     "recorded": _side(recorded, inc, at, inputs),
+                     "whatIf": None if out else _side(whatif, inc, at, inputs)})
     return {"cluster": cluster, "from": start, "until": until,
             "rules": {"current": rules_current, "recorded": rules_recorded},
             "inputs": {"recorded": ranged, "changes": decided, "skipped": len(whatif.skipped)},

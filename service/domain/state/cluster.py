@@ -63,6 +63,14 @@ class ClusterState:
         self.finishing = set()
 
     # -- lookups ------------------------------------------------------------------------
+    def incarnation(self, namespace: str, name: str, position: int | None = None) -> Workload | None:
+        """The workload of that name: its latest incarnation, or the one submitted at `position`
+        (lifecycle.md, *Names used again*); None when there is none."""
+        if position is None:
+            return self.workloads.get((namespace, name))
+        wl = self.by_position.get(position)
+        return wl if wl is not None and wl.key == (namespace, name) else None
+
     def group(self, namespace: str, workload: str, group: str) -> Group:
         wl = self.workloads[(namespace, workload)]
         for g in wl.groups:
