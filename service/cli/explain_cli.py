@@ -22,7 +22,7 @@ def file_history(path: str, cluster: str, namespace: str, name: str,
     (as GET .../history does from the store), and the names used again (audit.Names). (None, {},
     names) when the workload (its incarnation submitted at `position`) was never submitted."""
     from service.app.audit import Names, causation_positions, chain_break, read_jsonl, replay
-    from service.domain.views import incarnations
+    from service.domain.read.views import incarnations
 
     envelopes = [e for e in read_jsonl(path) if e.get("cluster", cluster) == cluster]
     if not envelopes:
