@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from service.app.snapshots import light_copy
 from service.domain import ClusterState
-from service.domain import events as ev
-from service.domain.views import canonical, workload_view
+from service.domain.model import events as ev
+from service.domain.read.views import canonical, workload_view
 from tests.domain import strategies, test_properties
 from tests.domain.sim import Sim, gang, pods
 from tests.domain.test_replay import check_same, plain
