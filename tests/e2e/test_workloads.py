@@ -73,13 +73,15 @@ def test_submit_get_list_delete(client: TestClient, cluster: str) -> None:
     assert gone.json()["status"]["phase"] == "Finished"
     assert all(p["node"] is None for p in gone.json()["status"]["podGroups"][0]["pods"])
     assert [w["name"] for w in api.get("/workloads", params={"phase": "Finished"}).json()["items"]] == ["a"]
-    # deleting again is a 404, resubmitting the name a 409
+    # deleting again is a 404
     assert api.delete_workload("a").status_code == 404
-    assert api.submit(workload("a")).status_code == 409
 
     # history: submission, decision, deletion
     hist = api.get("/namespaces/team-a/workloads/a/history").json()["events"]
     assert [e["type"] for e in hist] == ["WorkloadSubmitted", "PodGroupScheduled", "WorkloadDeleted"]
+    # the name submitted again is a new incarnation (lifecycle.md, *Names used again*)
+    again = api.submit(workload("a"))
+    assert again.status_code == 201 and again.json()["previous"] == hist[0]["position"]
     assert api.verify()["ok"] is True
 
 
