@@ -1,4 +1,4 @@
-"""A reference job controller built on gangplank-client only (shared/spec/client.md).
+"""A reference job controller built on gangplank-client only.
 
 It stands in for a Kubernetes job controller: a folder of manifests plays the API server's watch.
 Each manifest (Job, JobSet, LeaderWorkerSet, or a scheduling.k8s.io bundle; one job per file) is

@@ -127,7 +127,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
         openapi_config=OpenAPIConfig(
             title=settings.title,
             version=API_VERSION,
-            description="Event-sourced gang scheduler: see shared/spec/http.md and docs/http.md.",
+            description="Event-sourced gang scheduler: see docs/http.md in the repository.",
             path="/schema",
             render_plugins=render_plugins(),
         ),

@@ -48,7 +48,7 @@ def event_envelope_schema() -> dict[str, Any]:
     """events.md: one event of a cluster's stream, as stored and as published."""
     return {
         "title": "EventEnvelope",
-        "description": "One event of a cluster's stream (shared/spec/events.md). `position` is gapless per cluster; "
+        "description": "One event of a cluster's stream. `position` is gapless per cluster; "
                        "`hash` = sha256(prevHash + canonical JSON of the envelope without hash and prevHash). "
                        "Delivery is at least once: dedupe on (cluster, position).",
         "type": "object",
@@ -133,7 +133,7 @@ def asyncapi_document(settings: Settings | None = None) -> dict[str, Any]:
             "title": "Gangplank Kafka API",
             "version": "1.0.0",
             "description": "Commands in on one topic, every event out on another, malformed commands to a dead-letter "
-                           "topic (shared/spec/kafka.md). Topic names and the consumer group are settings; the "
+                           "topic (docs/kafka.md). Topic names and the consumer group are settings; the "
                            "defaults are shown. See docs/kafka.md for the delivery guarantees.",
         },
         "defaultContentType": "application/json",
