@@ -87,7 +87,7 @@ def run_block(block: str, address: str, folder: Path) -> subprocess.CompletedPro
 
 def test_serve_prints_the_line_the_readme_quotes(served):
     address, _, line = served
-    quoted = re.search(r"prints `(listening on [^`]+)`", section("Two commands")).group(1)
+    quoted = " ".join(re.search(r"prints `(listening on [^`]+)`", section("Two commands")).group(1).split())
     assert line == quoted.replace(DEFAULT_ADDRESS, address)
 
 
