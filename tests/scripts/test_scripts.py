@@ -83,3 +83,15 @@ def test_serve_uses_the_test_install(tree: Path) -> None:
     _pip_calls(tree)
     (tree / ".venv" / "pip-fails").touch()
     assert _run(tree, "serve").returncode == 0 and _pip_calls(tree) == []
+
+
+def test_the_first_start_says_it_is_installing(tree: Path) -> None:
+    """A newcomer's first `scripts/serve` installs for a minute or two: it says so before, and when done;
+    a second start says nothing of it."""
+    first = _run(tree, "serve", "--port", "9")
+    assert first.returncode == 0, first.stderr
+    lines = first.stderr.splitlines()
+    assert lines[0].startswith("scripts/serve: installing Gangplank and its dependencies into .venv")
+    assert lines[-1] == "scripts/serve: installed; starting"
+    second = _run(tree, "serve", "--port", "9")
+    assert second.returncode == 0 and "installing" not in second.stderr
