@@ -98,7 +98,7 @@ class Conversion:
 
     def refusal(self, namespace: str, name: str, problem: Any) -> str:
         """A server's refusal of a converted body, each field error named at its manifest path: one
-        line per error (`problem` is a gangplang_client.ProblemError)."""
+        line per error (`problem` is a gangplank_client.ProblemError)."""
         errors = getattr(problem, "errors", None) or []
         lines = [f"{where}: {e.msg}" for e in errors
                  if (where := self.locate(namespace, name, tuple(e.loc))) is not None]
