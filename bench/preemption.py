@@ -23,7 +23,10 @@ the share of its time spent in them; per `plan` call that had candidates: p50/p9
 The candidate order's first build (once per state object) is timed apart.
 
     python bench/preemption.py [--mode refill|backlog] [--preemptors 200] [--seed 11]
-                               [--low-priorities 10,20,30,40] [--profile]
+                               [--low-priorities 10,20,30,40] [--profile] [--trees-below 0]
+
+`--trees-below N` first runs N small trees (priority 5) that stay below every preemptor, so that
+every preemption has trees' units among its candidates.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service.domain import ClusterState, Event, Rejection, accept, handle  # noqa: E402
 from service.domain.model import events as ev  # noqa: E402
+from service.domain.preemption import candidates  # noqa: E402
 from service.domain.preemption import flat as pre  # noqa: E402, F401  (rebound by `global pre` in main)
 from service.gcpause import configure_for_serving  # noqa: E402
 
@@ -197,6 +201,8 @@ def main() -> None:
     ap.add_argument("--reference", action="store_true",
                     help="decide with tests/domain/reference_preemption.py (the unoptimised implementation)")
     ap.add_argument("--profile", action="store_true", help="cProfile the stream, print the top 30")
+    ap.add_argument("--trees-below", type=int, default=0,
+                    help="first run this many small trees (priority 5, one cpu pod each) below every preemptor")
     args = ap.parse_args()
     LOW_PRIORITIES[:] = [int(p) for p in args.low_priorities.split(",")]
     global pre
@@ -209,12 +215,17 @@ def main() -> None:
 
     d = Driver()
     build_cluster(d)
+    for i in range(args.trees_below):  # a lower tree among every preemptor's candidates
+        d.run("SubmitWorkload", f"tree-{i}", "bench", {"name": f"tree-{i}", "priority": 5, "compositePodGroups": [
+            {"name": "root", "podGroups": [{"name": "g", "schedulingPolicy": {"gang": {"minCount": 1}},
+                                            "pods": [{"name": "p", "requests": {"cpu": "1"}}]}]}]})
     running = fill(d, rng, args.low, gpu_target=1.0, give_up=20 * args.low)
     capacity = RACKS * PER_RACK * 8
     setup = {"mode": args.mode, "implementation": "reference" if args.reference else "service",
              "nodes": RACKS * PER_RACK, "low_running": running, "low_priorities": LOW_PRIORITIES,
              "low_pods_placed": sum(d.state.placed_by_priority.values()),
-             "gpu_fill": round(d.gpus_used() / capacity, 3), "cpu_fill": round(d.fill("cpu"), 3)}
+             "gpu_fill": round(d.gpus_used() / capacity, 3), "cpu_fill": round(d.fill("cpu"), 3),
+             "trees_below": args.trees_below}
     setup["pending_groups"] = len(d.state.queue)
 
     plan_times: list[tuple[float, str]] = []  # (s, outcome) per preemption.plan call
@@ -249,7 +260,7 @@ def main() -> None:
     # preemption._Order) is timed apart
     t_cold = time.perf_counter()
     if not args.reference:
-        pre._Candidates(d.state, 2**31 - 1)
+        candidates.Candidates(d.state, 2**31 - 1)
     cold_ms = round((time.perf_counter() - t_cold) * 1000, 1)
     setup["cold_candidate_order_ms"] = cold_ms
     print(json.dumps(setup))

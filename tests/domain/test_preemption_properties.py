@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from service.domain import ClusterState, Event, evolve
 from service.domain.decide import decider
 from service.domain.model import events as ev
-from service.domain.preemption import flat as pre
+from service.domain.preemption import candidates
 from tests.domain import reference_preemption as ref
 from tests.domain import strategies
 from tests.domain.sim import Sim
@@ -94,14 +94,14 @@ def test_deterministic_and_same_as_reference(cmds):
 def test_candidate_order_rebuilt_from_scratch_decides_the_same(cmds):
     """The fallback of `_Order.sync` (the journal of moves dropped what it had not applied)."""
     a = run(cmds)
-    sync = pre._Order.sync
+    sync = candidates._Order.sync
 
     def forgetful(self, state):
         self.cursor = None
         sync(self, state)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(pre._Order, "sync", forgetful)
+        m.setattr(candidates._Order, "sync", forgetful)
         b = run(cmds)
     assert dump(a) == dump(b)
 

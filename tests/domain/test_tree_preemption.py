@@ -227,13 +227,14 @@ def test_preemption_never_leaves_a_cpg_unsatisfied_nor_a_gang_below_min_count(no
 def test_tree_victim_units_decide_as_the_reference(nodes, roots, flats):
     from unittest import mock
 
-    from service.domain.preemption import search as preempt_search
-    from service.domain.preemption import victims
+    from service.domain.preemption import flat, victims
+    from service.domain.preemption import roots as root_preemption
     from tests.domain import reference_tree_victims as ref
 
     def dump(s: Sim) -> list[str]:
         return [json.dumps([e.position, e.type, e.data], sort_keys=True) for e in s.events]
 
     real = dump(_mixed_stream(nodes, roots, flats, []))
-    with mock.patch.object(victims, "tree_units", ref.tree_units), mock.patch.object(preempt_search, "close", ref.close):
+    with mock.patch.object(victims, "tree_units", ref.tree_units), mock.patch.object(root_preemption, "close", ref.close), \
+            mock.patch.object(flat, "close", ref.close):
         assert dump(_mixed_stream(nodes, roots, flats, [])) == real
