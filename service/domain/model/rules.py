@@ -8,4 +8,4 @@ what it changed, and tests/golden/expected.json names the kept streams a raise m
 """
 from __future__ import annotations
 
-RULES = 3
+RULES = 4
