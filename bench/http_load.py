@@ -37,6 +37,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import collections  # noqa: E402
+import contextlib  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -48,6 +49,7 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import AsyncIterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import httpx  # noqa: E402
@@ -73,8 +75,8 @@ def node_names() -> list[tuple[str, int]]:
     return [(f"r{rack:03d}-n{i:02d}", rack) for rack in range(RACKS) for i in range(PER_RACK)]
 
 
-def workload_body(name: str, rng: random.Random) -> dict[str, Any]:
-    size = rng.randint(1, 16)
+def workload_body(name: str, rng: random.Random, max_pods: int = 16) -> dict[str, Any]:
+    size = rng.randint(1, max_pods)
     return {"name": name, "priority": rng.choice([10, 10, 10, 50, 50, 100]),
             "podGroups": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": size}},
                            "topology": {"key": "example.com/rack"},
@@ -129,18 +131,60 @@ async def run_pool(n_workers: int, work: Any) -> None:
     await asyncio.gather(*(work(w) for w in range(n_workers)))
 
 
+def per_request(report: dict[str, Any], requests: int) -> dict[str, Any]:
+    """bench/stages.py's report of the measured run, each stage's wall time per durable request."""
+    stages = {name: {**v, "ms_per_request": round(v["total_s"] / requests * 1000, 3)}
+              for name, v in report["stages"].items()}
+    return {**report, "stages": stages, "requests": requests,
+            "cpu_ms_per_request": round(report["process_cpu_s"] / requests * 1000, 3)}
+
+
+async def noop_requests(host: str, port: int, path: str, count: int, concurrency: int) -> dict[str, Any]:
+    """`count` GETs of `path` (a no-op: nothing decided, nothing recorded) from `concurrency` keep-alive
+    connections of the same client: what the server and client cost per request with no work."""
+    left = [count]
+    lat: list[float] = []
+
+    async def worker(_: int) -> None:
+        conn = rawhttp.Connection(host, port)
+        while left[0] > 0:
+            left[0] -= 1
+            t = time.perf_counter()
+            status, _data = await conn.request("GET", path)
+            lat.append(time.perf_counter() - t)
+            assert status == 200, status
+        conn.close()
+    t0 = time.perf_counter()
+    await run_pool(concurrency, worker)
+    wall = time.perf_counter() - t0
+    return {"path": path, "count": count, "per_s": round(count / wall, 1), "p50_ms": pct(lat, 0.5),
+            "p99_ms": pct(lat, 0.99)}
+
+
+def server_command(url: str, port: int, profile: str | None, stages: str | None, server: str) -> list[str]:
+    """`gangplank serve` on `url` (under cProfile, or the stage timers of bench/stages.py)."""
+    serve = ["serve", "--port", str(port), "--database-url", url]
+    if stages:
+        return [sys.executable, str(ROOT / "bench" / "stages.py"), stages, "--", *serve]
+    profiler = ["-m", "cProfile", "-o", profile] if profile else []
+    return [sys.executable, *profiler, "-m", "service", *serve]
+
+
 async def http_bench(url: str, submissions: int, concurrency: int, live_max: int, warmup: int,
-                     seed: int, profile: str | None = None) -> dict[str, Any]:
+                     seed: int, profile: str | None = None, *, max_pods: int = 16, stages: bool = False,
+                     noop: int = 0, server: str = "") -> dict[str, Any]:
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="gangplank-serve-", suffix=".log", delete=False)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GANGPLANK_")}
-    profiler = ["-m", "cProfile", "-o", profile] if profile else []
-    proc = subprocess.Popen([sys.executable, *profiler, "-m", "service", "serve", "--port", str(port),
-                             "--database-url", url], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if server:
+        env["GANGPLANK_HTTP_SERVER"] = server
+    stages_file = tempfile.mktemp(prefix="gangplank-stages-", suffix=".json") if stages else None
+    proc = subprocess.Popen(server_command(url, port, profile, stages_file, server), cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     api = f"/v1/clusters/{CLUSTER}"
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    result: dict[str, Any] = {"concurrency": concurrency}
+    result: dict[str, Any] = {"concurrency": concurrency, "max_pods": max_pods, "database": url.split(":")[0]}
     try:
         async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as client:
             await wait_ready(client, proc)
@@ -176,7 +220,7 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
                 raise AssertionError("unreachable")
 
             rng = random.Random(seed)
-            bodies = [workload_body(f"job-{i:05d}", rng) for i in range(warmup + submissions)]
+            bodies = [workload_body(f"job-{i:05d}", rng, max_pods) for i in range(warmup + submissions)]
             live: collections.deque[str] = collections.deque()
             post_lat: list[float] = []
             del_lat: list[float] = []
@@ -217,11 +261,16 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
 
             await submit_all(collections.deque(bodies[:warmup]), timed=False)
             before = (await client.get(f"{api}/events", params={"limit": 1})).json()["lastPosition"]
+            if stages_file:
+                proc.send_signal(signal.SIGUSR1)  # the stage timers start from here
+                await asyncio.sleep(0.2)
             cpu0, client0 = cpu_seconds(proc.pid), time.process_time()
             t0 = time.perf_counter()
             await submit_all(collections.deque(bodies[warmup:]), timed=True)
             wall = time.perf_counter() - t0
             server_cpu, client_cpu = cpu_seconds(proc.pid) - cpu0, time.process_time() - client0
+            if stages_file:
+                proc.send_signal(signal.SIGUSR2)  # the stage timers stop here (their report is kept)
             after = (await client.get(f"{api}/events", params={"limit": 1})).json()["lastPosition"]
             verify = (await client.get(f"{api}/audit/verify")).json()
             assert verify["ok"], verify
@@ -238,6 +287,10 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
                 "client_cpu_ms_per_request": round(client_cpu / (submissions + len(del_lat)) * 1000, 2),
             }
             result["audit_verify"] = {"ok": verify["ok"], "events": verify["events"]}
+            if noop:
+                result["noop"] = await noop_requests(host, port_, "/healthz", noop, concurrency)
+                result["noop"]["submission_cost_x"] = round(result["noop"]["per_s"]
+                                                            / result["submissions"]["per_s"], 2)
     finally:
         proc.send_signal(signal.SIGINT)  # a clean stop (cProfile writes its stats on the way out)
         try:
@@ -247,7 +300,25 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
             proc.wait()
         log.close()
         result["server_log"] = log.name
+        if stages_file and Path(stages_file).exists():
+            requests = submissions + result.get("submissions", {}).get("deletes", 0)
+            result["stages"] = per_request(json.loads(Path(stages_file).read_text()), requests)
+            Path(stages_file).unlink()
     return result
+
+
+@contextlib.asynccontextmanager
+async def http_database(kind: str) -> AsyncIterator[str]:
+    """A fresh, migrated database for the server: PostgreSQL, or an SQLite file (dropped after)."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="gp-bench-") as tmp:
+            url = f"sqlite+aiosqlite:///{tmp}/bench.db"
+            await upgrade(url)
+            yield url
+        return
+    async with temporary_postgres_database("gp_bench") as url:
+        await upgrade(url)
+        yield url
 
 
 # ----------------------------------------------------------------------------------- replay
@@ -456,6 +527,15 @@ async def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000, help="events per append when building the stream")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--profile-server", metavar="FILE", help="run the server under cProfile, stats to FILE")
+    ap.add_argument("--max-pods", type=int, default=16,
+                    help="gangs of 1..N pods (16: the stream of bench/digest.py; 32: the perf stream)")
+    ap.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql",
+                    help="the server's store: a fresh PostgreSQL database or a fresh SQLite file")
+    ap.add_argument("--stages", action="store_true",
+                    help="run the server under bench/stages.py's timers: wall time per stage and request")
+    ap.add_argument("--noop", type=int, default=0, metavar="N",
+                    help="then N no-op requests (GET /healthz) from the same client: the submission's cost in no-ops")
+    ap.add_argument("--server", default="", help="GANGPLANK_HTTP_SERVER for the server (default: its own)")
     ap.add_argument("--skip-http", action="store_true")
     ap.add_argument("--skip-replay", action="store_true")
     ap.add_argument("--plain-fold", action="store_true",
@@ -463,10 +543,10 @@ async def main() -> None:
     args = ap.parse_args()
 
     if not args.skip_http:
-        async with temporary_postgres_database("gp_bench") as url:
-            await upgrade(url)
+        async with http_database(args.database) as url:
             result = await http_bench(url, args.submissions, args.concurrency, args.live, args.warmup, args.seed,
-                                      args.profile_server)
+                                      args.profile_server, max_pods=args.max_pods, stages=args.stages,
+                                      noop=args.noop, server=args.server)
             print(json.dumps({"http": result, "machine": machine()}), flush=True)
     if not args.skip_replay:
         async with temporary_postgres_database("gp_bench") as url:
