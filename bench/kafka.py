@@ -16,7 +16,7 @@ workloads of 1-64 pods (rack topology up to 50 pods) with deletions that keep th
    was handed to the producer; p50/p99/max.
 
     python bench/kafka.py [--stream gangs|light] [--commands 10000] [--rate 100] [--seconds 20]
-                          [--max-run 500] [--direct] [--profile]
+                          [--max-run 500] [--direct] [--profile] [--stages]
 """
 from __future__ import annotations
 
@@ -260,6 +260,9 @@ async def run(args: argparse.Namespace) -> dict:
             await join(produce_elsewhere(bootstrap, settings.commands_topic, nodes + backlog, None, workdir))
             store = open_store(url)
             service = Gangplank(store, outbox_topic=settings.decisions_topic)
+            if args.stages:
+                from bench import stages
+                stages.install()
             profiler = None
             if args.profile:
                 import cProfile
@@ -269,6 +272,12 @@ async def run(args: argparse.Namespace) -> dict:
             runtime = await KafkaRuntime(service, settings, max_run=args.max_run).start(connect_timeout=30)
             try:
                 await wait_consumed(store, settings, len(nodes) + len(backlog), 1800)
+                if args.stages:
+                    timed = stages.report()  # the nodes' setup and the backlog
+                    commands = len(nodes) + len(backlog)
+                    result["stages"] = {**timed, "commands": commands, "cpu_ms_per_command": round(
+                        timed["process_cpu_s"] / commands * 1000, 3), "ms_per_command": {
+                        k: round(v["total_s"] / commands * 1000, 3) for k, v in timed["stages"].items()}}
                 if profiler is not None:
                     import pstats
                     profiler.disable()
@@ -333,6 +342,8 @@ def main() -> None:
                     help="gangs: bench/decider.py's stream (decider-bound); light: single-pod submit/delete")
     ap.add_argument("--direct", action="store_true", help="also run the backlog straight into the service")
     ap.add_argument("--profile", action="store_true", help="cProfile the throughput run (to stderr)")
+    ap.add_argument("--stages", action="store_true",
+                    help="bench/stages.py's timers over the setup and throughput runs: wall time per stage")
     args = ap.parse_args()
     random.seed(args.seed)
     print(json.dumps(asyncio.run(run(args)), indent=2))

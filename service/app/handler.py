@@ -125,7 +125,7 @@ class CommandHandler:
         decides on a copy of the state and records nothing (its idempotency key is not used)."""
         if dry_run:
             return await self._dry_run(submission.command)
-        return (await self.batcher.submit(submission.command.cluster, Unit([submission], policy)))[0]
+        return (await self.batcher.submit(submission.command.cluster, Unit([submission], policy, caller=True)))[0]
 
     async def execute_unit(self, cluster: str, submissions: Sequence[Submission], policy: Policy, *,
                            offsets: Sequence[ConsumedOffset] = ()) -> list[Result]:

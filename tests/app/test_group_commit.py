@@ -66,3 +66,41 @@ async def test_rejections_are_answered_or_recorded_as_the_policy_says(app: Gangp
     assert isinstance(kafka, Rejected) and kafka.positions == [1]
     (event,) = await app.store.read(C)
     assert event.type == "CommandRejected" and event.data["reason"] == "NotFound"
+
+
+async def _callers(app: Gangplank, callers: int, rounds: int, *, think: float, prefix: str = "c") -> None:
+    """Closed-loop callers: each sends its next request when it has its answer (after `think` s);
+    half of them start during the first commit."""
+    async def caller(c: int) -> None:
+        await asyncio.sleep(0.005 * (c % 2))
+        for r in range(rounds):
+            result = await execute(app, workload(f"{prefix}{c}-r{r}"))
+            assert isinstance(result, Accepted)
+            await asyncio.sleep(think)
+    await asyncio.gather(*(caller(c) for c in range(callers)))
+
+
+async def test_callers_answered_by_a_commit_fill_the_next_one(app: Gangplank):
+    """Eight closed-loop callers and a commit of 10 ms: the drainer waits (at most a quarter of a
+    commit) for the callers it just answered, so the batches carry all eight instead of two groups
+    taking turns."""
+    await execute(app, node("n1", cpu="1000"))
+
+    async def slow_commit(args):  # noqa: ANN001, ANN202
+        await asyncio.sleep(0.01)
+
+    app.store.before_append = slow_commit
+    app.store.appends.clear()
+    await _callers(app, 8, 12, think=0.0005)
+    batches = [events // 2 for events in app.store.appends]  # each input with one PodGroupScheduled
+    assert sum(batches) == 96
+    full = sum(1 for size in batches if size == 8)
+    assert full >= len(batches) - 3, batches  # without the wait: two groups of 4 take turns
+
+    # a caller that does not come back costs a batch at most the wait, never a stall
+    app.commands.batcher.fill_wait_max = 0.0
+    app.store.appends.clear()
+    await _callers(app, 8, 12, think=0.0005, prefix="d")
+    unfilled = [events // 2 for events in app.store.appends]
+    assert sum(1 for size in unfilled if size == 8) <= 3, unfilled  # the groups take turns
+
