@@ -106,9 +106,13 @@ def machine() -> dict[str, Any]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (Linux /proc)."""
+    """User + system CPU of a process and its live children (granian's worker) (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split() if (task / "children").exists() else []
+        total += sum(cpu_seconds(int(child)) for child in children)
+    return total
 
 
 # ----------------------------------------------------------------------------------- HTTP
@@ -162,7 +166,12 @@ async def noop_requests(host: str, port: int, path: str, count: int, concurrency
 
 
 def server_command(url: str, port: int, profile: str | None, stages: str | None, server: str) -> list[str]:
-    """`gangplank serve` on `url` (under cProfile, or the stage timers of bench/stages.py)."""
+    """`gangplank serve` on `url` (under cProfile, or the stage timers of bench/stages.py); with
+    server "granian", the same app under granian (one worker, uvloop, HTTP/1.1; bench/granian_app.py)."""
+    if server == "granian":
+        return [sys.executable, "-m", "granian", "--interface", "asgi", "--factory", "--host", "127.0.0.1",
+                "--port", str(port), "--workers", "1", "--loop", "uvloop", "--http", "1", "--runtime-mode", "st",
+                "--log-level", "warning", "--no-ws", "bench.granian_app:app"]
     serve = ["serve", "--port", str(port), "--database-url", url]
     if stages:
         return [sys.executable, str(ROOT / "bench" / "stages.py"), stages, "--", *serve]
@@ -176,8 +185,8 @@ async def http_bench(url: str, submissions: int, concurrency: int, live_max: int
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="gangplank-serve-", suffix=".log", delete=False)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GANGPLANK_")}
-    if server:
-        env["GANGPLANK_HTTP_SERVER"] = server
+    if server == "granian":
+        env["GANGPLANK_DATABASE_URL"] = url
     stages_file = tempfile.mktemp(prefix="gangplank-stages-", suffix=".json") if stages else None
     proc = subprocess.Popen(server_command(url, port, profile, stages_file, server), cwd=ROOT, env=env,
                             stdout=log, stderr=subprocess.STDOUT)
@@ -535,7 +544,8 @@ async def main() -> None:
                     help="run the server under bench/stages.py's timers: wall time per stage and request")
     ap.add_argument("--noop", type=int, default=0, metavar="N",
                     help="then N no-op requests (GET /healthz) from the same client: the submission's cost in no-ops")
-    ap.add_argument("--server", default="", help="GANGPLANK_HTTP_SERVER for the server (default: its own)")
+    ap.add_argument("--server", choices=("serve", "granian"), default="serve",
+                    help="serve: `gangplank serve` (uvicorn); granian: the same app under granian")
     ap.add_argument("--skip-http", action="store_true")
     ap.add_argument("--skip-replay", action="store_true")
     ap.add_argument("--plain-fold", action="store_true",

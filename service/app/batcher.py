@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import structlog
+
 from service.app.commands import Policy, Submission
 from service.store.base import ConsumedOffset
 
@@ -31,6 +33,7 @@ GROUP_COMMIT_MAX = 64  # submissions decided and committed in one transaction at
 FILL_WAIT_MAX = 0.002  # seconds a batch waits at most for the callers the last commit answered
 FILL_FRACTION = 0.25  # ... and at most this share of the last commit's duration
 R = TypeVar("R")
+log = structlog.get_logger("gangplank.app")
 
 
 @dataclass(frozen=True)
@@ -56,11 +59,14 @@ class _Fill:
 class GroupCommit(Generic[R]):
     """`commit(cluster, units)` decides and commits units in one transaction, returning each
     unit's results; if it fails for several units, each is committed again on its own, so
-    that one bad command does not fail the others."""
+    that one bad command does not fail the others. `after(cluster)`, when given, runs once the
+    batch's callers have their answers, before the next batch (a commit's snapshots)."""
 
     def __init__(self, commit: Callable[[str, list[Unit]], Awaitable[list[R]]],
-                 max_submissions: int = GROUP_COMMIT_MAX) -> None:
+                 max_submissions: int = GROUP_COMMIT_MAX, *,
+                 after: Callable[[str], Awaitable[None]] | None = None) -> None:
         self._commit = commit
+        self._after = after
         self.max_submissions = max_submissions
         self._waiting: dict[str, list[tuple[Unit, asyncio.Future[R]]]] = {}
         self._drainers: dict[str, asyncio.Task[None]] = {}
@@ -118,6 +124,11 @@ class GroupCommit(Generic[R]):
                 fill.last_commit_s = time.perf_counter() - started
                 fill.answered, fill.mark = sum(1 for unit, _ in batch if unit.caller), fill.arrived
                 batch = []
+                if self._after is not None:  # the answers are out: now the work after the commit
+                    try:
+                        await self._after(cluster)
+                    except Exception as exc:  # snapshots and checkpoints are caches and proofs: the commit stands
+                        log.warning("batcher.after_commit_failed", cluster=cluster, error=repr(exc))
         except BaseException:  # cancelled (shutdown): nobody is left waiting forever
             for _, future in [*batch, *queue]:
                 _settle(future, RuntimeError("the service is shutting down"))
