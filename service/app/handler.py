@@ -116,7 +116,7 @@ class CommandHandler:
         self.outbox_topic = outbox_topic
         self.appended = AppendSignal()
         # per cluster, the commits whose after-commit work is still to do: (entry, events appended,
-        # (position, hash) of the head or None, whether a unit of several submissions was in it)
+        # (position, hash) of the head or None, whether more commands are coming: see _commit_once)
         self._after: dict[str, list[tuple[CachedCluster, int, tuple[int, str] | None, bool]]] = {}
         self.batcher: GroupCommit[list[Result]] = GroupCommit(self._commit, after=self._after_commit)
         # replicas (docs/replicas.md): only the owner decides; others get NotOwner before any state is loaded
@@ -187,8 +187,10 @@ class CommandHandler:
                         self.cache.drop(cluster)
                     raise
             metrics.QUEUE_LENGTH.labels(cluster=cluster).set(len(entry.state.queue))
-            runs = any(len(u.submissions) > 1 for u in work.units)
-            self._after.setdefault(cluster, []).append((entry, len(work.events), work.head, runs))
+            # more to come: a unit of several submissions (a Kafka run), or several callers answered
+            # now, who send their next requests on the answer (the batcher waits for them)
+            more = any(len(u.submissions) > 1 for u in work.units) or sum(u.caller for u in work.units) > 1
+            self._after.setdefault(cluster, []).append((entry, len(work.events), work.head, more))
         if work.events:
             await self.appended.notify()
         return work.by_unit()
@@ -197,10 +199,10 @@ class CommandHandler:
         """Snapshots and checkpoints of the batches just committed, run by the batcher once their
         callers have their answers (a snapshot costs ~0.1-0.2 s on a large cluster: no answer
         waits for it) and before the cluster's next batch is decided."""
-        for entry, appended, head, runs in self._after.pop(cluster, []):
+        for entry, appended, head, more in self._after.pop(cluster, []):
             async with entry.lock:
                 if self.cache.is_current(cluster, entry):
-                    busy = self.batcher.waiting(cluster) or runs
+                    busy = self.batcher.waiting(cluster) or more
                     await self.snapshots.after_commit(entry, appended, busy=busy)
             if head is not None:
                 await self.checkpoints.after_commit(cluster, appended, *head)
