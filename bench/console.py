@@ -59,12 +59,13 @@ def views(base: str, head: int) -> dict[str, tuple[str, str]]:
     out = {
         "clusters": (f"{base}/ui", READY),
         "timeline": (ui, READY),
-        "timeline chart (10,000 events)": (ui, "return !!document.getElementById('chart-readout');"),
+        "timeline chart (the last 5,000 events)": (ui, "return !!document.getElementById('chart-readout');"),
         f"event #{middle}": (f"{ui}/events/{middle}", READY),
         "state at the head": (f"{ui}/state/{head}", READY),
         f"state at #{middle}": (f"{ui}/state/{middle}", READY),
         f"workload story ({namespace}/{name}, finished)": (f"{ui}/workloads/{namespace}/{name}", READY),
-        "verification (chain and checkpoints)": (f"{ui}/audit", READY),
+        "verification": (f"{ui}/audit", READY),
+        "verification's chain verdict": (f"{ui}/audit", "return !!document.querySelector('#chain .notice');"),
     }
     if live:
         w = live[0]
@@ -89,6 +90,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--runs", type=int, default=4)
+    ap.add_argument("--only", default="", help="measure only the views whose name holds this")
     ap.add_argument("--dir", default=None, help="keep the store here (default: a temporary directory)")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="console-bench-"))
@@ -106,6 +108,8 @@ def main() -> None:
     try:
         head = httpx.get(f"{server.base}/v1/clusters/{CLUSTER}/events?limit=1", timeout=60).json()["lastPosition"]
         for view, (link, until) in views(server.base, head).items():
+            if args.only not in view:
+                continue
             times = [opened(driver, link, until) for _ in range(args.runs)]
             warm = times[1:] or times
             results[view] = {"cold_s": round(times[0], 2), "median_s": round(statistics.median(warm), 2),
@@ -116,8 +120,9 @@ def main() -> None:
     finally:
         driver.quit()
         server.stop()
+    views_2s = [r["median_s"] <= 2 for k, r in results.items() if "chart" not in k and "verdict" not in k]
     print(json.dumps({"events": head, "nodes": args.nodes, "runs": args.runs, "views": results,
-                      "within_2s": all(r["median_s"] <= 2 for k, r in results.items() if not k.startswith("verification"))}))
+                      "within_2s": all(views_2s)}))
 
 
 if __name__ == "__main__":

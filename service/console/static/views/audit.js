@@ -40,10 +40,16 @@ function verdict(cluster, r) {
     + `recorded under ${r.rules.recorded.join(", ") || "none"}; ${plural(r.explanationDiffs, "explanation difference")}.`)];
 }
 
+let pending = null; // the chain check the view started, filled in once mounted
+
 export async function render({ cluster }, { signal }) {
-  const [v, cps] = await Promise.all([get(urls.api(cluster, "/audit/verify"), { signal }),
+  const [head, cps] = await Promise.all([get(urls.api(cluster, "/events?after=0&limit=1"), { signal }),
     get(urls.api(cluster, "/audit/checkpoints"), { signal })]);
-  if (v.events === 0) return notFound(`Cluster ${cluster} has no events: there is nothing to verify.`);
+  if (head.lastPosition === 0) return notFound(`Cluster ${cluster} has no events: there is nothing to verify.`);
+  // the chain check reads every event: the view opens at once and says the verdict when it is in
+  const chainBox = h("div", { id: "chain", "aria-live": "polite" },
+    h("p", { class: "loading", role: "status" }, `Checking the hash chain of ${plural(head.lastPosition, "event")}…`));
+  pending = { cluster, chainBox };
   const out = h("div", { id: "replay-result", "aria-live": "polite" });
   const button = h("button", { type: "button", id: "replay" }, "Re-decide the record (replay --verify)");
   button.addEventListener("click", async () => {
@@ -61,8 +67,18 @@ export async function render({ cluster }, { signal }) {
     }
   });
   return [heading(`Verification of ${cluster}`),
-    section("Hash chain", chain(cluster, v)),
+    section("Hash chain", chainBox),
     section("Signed checkpoints", checkpoints(cps.items)),
     section("Replay", h("p", {}, "Re-decides every recorded input with this release's code and compares each decision "
       + "with the recorded one. It reads the whole record: on a long one it takes a while."), button, out)];
+}
+
+export function mounted(ctx) {
+  const { cluster, chainBox } = pending;
+  get(urls.api(cluster, "/audit/verify"), { signal: ctx.signal }).then((v) => {
+    if (ctx.isCurrent()) clear(chainBox).append(chain(cluster, v));
+  }, (err) => {
+    if (err.name === "AbortError" || !ctx.isCurrent()) return;
+    clear(chainBox).append(notice("error", `The chain could not be checked: ${err.message}`));
+  });
 }

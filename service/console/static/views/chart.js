@@ -7,7 +7,7 @@ import { clear, h, link, percent, plural, quantity, urls, utc } from "../dom.js"
 const SVG = "http://www.w3.org/2000/svg";
 const W = 1000;
 const HGT = 160;
-const RANGES = [["10000", "the last 10,000 events"], ["100000", "the last 100,000 events"], ["all", "the whole record"]];
+const RANGES = [["5000", "the last 5,000 events"], ["50000", "the last 50,000 events"], ["all", "the whole record"]];
 
 function svg(tag, attrs) {
   const el = document.createElementNS(SVG, tag);
