@@ -5,10 +5,11 @@ submissions, retries, reused keys, dry runs, preemption, deletions, finished pod
 refusal: 404, 409, 413, 415, 422 with several errors, malformed JSON) and reads of the views
 between them. `replay(client)` sends them in order and returns each answer as its status, the
 headers that matter and the body text. tests/e2e/recorded/http_stream.json holds the answers
-the server of the session's main gave (recorded once, before the HTTP path was made faster);
-tests/e2e/test_recorded_stream.py replays the stream against today's server on PostgreSQL and
-SQLite and compares byte for byte. Regenerate the recording only for a change that means to
-change answers (and say so):
+a server gave (first recorded on main before the HTTP path was made faster, and the faster path
+answered the same bytes); tests/e2e/test_recorded_stream.py replays the stream against today's
+server on PostgreSQL and SQLite and compares byte for byte. Record it again only for a change
+that means to change answers, such as a new rules version (the recording names its version),
+and say so:
 
     .venv/bin/python -m tests.e2e.recorded_stream --write
 """
@@ -197,7 +198,8 @@ def main() -> None:
         with TestClient(build_app(Settings(database_url=url))) as client:  # type: ignore[arg-type]
             answers = replay(client)
     RECORDING.parent.mkdir(exist_ok=True)
-    document = {"requests_sha256": requests_digest(), "answers": answers}
+    from service.domain.model.rules import RULES
+    document = {"requests_sha256": requests_digest(), "rules": RULES, "answers": answers}
     RECORDING.write_text(json.dumps(document, indent=0, ensure_ascii=True) + "\n")
     print(f"{len(answers)} answers written to {RECORDING}")
 
