@@ -114,6 +114,8 @@ def _problem(status: int, detail: str, type_: str, retry: bool) -> tuple[int, li
 
 
 async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    """The whole answer, with its Content-Length (as the owner sent it: not chunked)."""
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

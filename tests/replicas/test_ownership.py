@@ -74,6 +74,8 @@ async def test_spread_after_a_join_forwarding_and_the_loop_guard(pg_url: str, tm
             for cluster in clusters:  # the owner's bytes from every replica
                 answers = [await client.get(f"{r.base}/v1/clusters/{cluster}/nodes") for r in (first, second)]
                 assert answers[0].content == answers[1].content
+                for a in answers:  # whole, as the owner sent it: never chunked
+                    assert a.headers["content-length"] == str(len(a.content)) and "transfer-encoding" not in a.headers
                 assert {a.headers["gangplank-replica"] for a in answers} == {owner_of[cluster]}
             # an idempotent retry through the other replica gets the stored answer, byte for byte
             path = f"/v1/clusters/{clusters[0]}/namespaces/team/workloads"
