@@ -45,7 +45,8 @@ STORE_ONLY = {_PREFIX + "/events", _PREFIX + "/audit/verify"}
 SENT = ("authorization", "content-type", "accept", "idempotency-key")
 KEPT = (b"content-type", b"location", b"idempotent-replayed", b"retry-after", REPLICA_HEADER.encode())
 UNREACHABLE_SECONDS = 2.0  # a live owner not reached within this: 503
-WATCH_SECONDS = 0.25  # while a forwarded request waits, the owner's liveness is checked this often
+WATCH_SECONDS = 0.25
+_FORWARDED_HTTP = metrics.FORWARDED.labels(kind="http")  # while a forwarded request waits, the owner's liveness is checked this often
 
 
 def handle_not_owner(request: Request[Any, Any, Any], exc: NotOwner) -> Response[Any]:
@@ -193,7 +194,7 @@ class Forwarder:
         sent = [(k, headers[k]) for k in SENT if k in headers] + [(FORWARDED_BY, self.ownership.id)]
         query = scope.get("query_string", b"").decode("latin-1")
         target = scope["raw_path"].decode("latin-1") + (f"?{query}" if query else "")
-        metrics.FORWARDED.labels(kind="http").inc()
+        _FORWARDED_HTTP.inc()
         request = asyncio.ensure_future(self.client.request(owner.url, method, target, sent, body))
         try:
             while True:
