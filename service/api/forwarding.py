@@ -45,8 +45,8 @@ STORE_ONLY = {_PREFIX + "/events", _PREFIX + "/audit/verify"}
 SENT = ("authorization", "content-type", "accept", "idempotency-key")
 KEPT = (b"content-type", b"location", b"idempotent-replayed", b"retry-after", REPLICA_HEADER.encode())
 UNREACHABLE_SECONDS = 2.0  # a live owner not reached within this: 503
-WATCH_SECONDS = 0.25
-_FORWARDED_HTTP = metrics.FORWARDED.labels(kind="http")  # while a forwarded request waits, the owner's liveness is checked this often
+WATCH_SECONDS = 0.25  # while a forwarded request waits, the owner's liveness is checked this often
+_FORWARDED_HTTP = metrics.FORWARDED.labels(kind="http")
 
 
 def handle_not_owner(request: Request[Any, Any, Any], exc: NotOwner) -> Response[Any]:
