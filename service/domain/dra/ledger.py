@@ -1,5 +1,6 @@
-"""Trial allocation while placement places pods: `Ledger.try_pod` allocates on trial, marking
-devices busy; `rollback` undoes it, last in first out."""
+"""Trial allocation while placement places pods: `Ledger.try_pod` allocates on trial, holding
+devices or counting shares through the trial's statement (nodes/statement.py); `rollback` undoes it,
+last in first out."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -11,6 +12,7 @@ from service.domain.dra.claims import POD, Allocation, ClaimKey
 from service.domain.dra.devices import DeviceState
 from service.domain.dra.index import Index, MatcherKey
 from service.domain.dra.sharing import Chooser
+from service.domain.nodes.statement import Statement
 from service.domain.nodes.table import NodeTable
 
 if TYPE_CHECKING:
@@ -20,10 +22,12 @@ if TYPE_CHECKING:
 class Ledger:
     """Allocations made on a trial basis while pods are placed; `rollback` undoes them."""
 
-    def __init__(self, ds: DeviceState, nodes: NodeTable) -> None:
+    def __init__(self, ds: DeviceState, nodes: NodeTable, statement: Statement | None = None) -> None:
         self.ds = ds
         self.nodes = nodes
+        self.statement = statement if statement is not None else Statement(nodes, ds)  # the devices held, shared
         self._new: list[Allocation] = []
+        self._marks: list[int] = []  # per allocation: the statement's mark before it
         self._claims: dict[ClaimKey, Allocation] = {}
         self.shared_made = 0  # shared claims allocated in this trial (placement re-filters on change)
         self.chooser: Chooser | None = None  # the scoring strategy's device choice (fragmentation.py)
@@ -36,6 +40,7 @@ class Ledger:
         """Allocate what this pod needs on this node (on trial); False if it cannot."""
         ds, nodes = self.ds, self.nodes
         mark = len(self._new)
+        statement = self.statement
         for use in cl.pod_uses(ds, g, pod):
             key = cl.key(g, pod, use)
             alloc = self.allocation(key)
@@ -50,30 +55,31 @@ class Ledger:
                 return False
             ids, shares = got
             a = Allocation(key, use.name, use.sharing, pod if use.sharing == POD else None, ids, shares)
+            self._marks.append(statement.mark())
             self._new.append(a)
             self._claims[key] = a
             for i, d in enumerate(ids):
                 share = a.share(i)
                 if share is None:
-                    ds.busy[d] = True
+                    statement.hold(d)
                 else:
-                    ds.add_share(d, share[2], 1)
+                    statement.share(d, share[2])
             if use.sharing != POD:
                 self.shared_made += 1
         return True
 
     def _undo(self, mark: int) -> None:
-        ds = self.ds
-        busy = ds.busy
+        """Undo the allocations after the first `mark`: their devices through the statement."""
+        if len(self._new) > mark:
+            self.statement.discard(self._marks[mark])
+        self.forget(mark)
+
+    def forget(self, mark: int) -> None:
+        """Drop the records of the allocations after the first `mark` (the statement undid them)."""
         while len(self._new) > mark:
             a = self._new.pop()
+            self._marks.pop()
             del self._claims[a.claim]
-            for i, d in enumerate(a.device_ids):
-                share = a.share(i)
-                if share is None:
-                    busy[d] = False
-                else:
-                    ds.add_share(d, share[2], -1)
 
     def new_allocations(self) -> list[Allocation]:
         return list(self._new)

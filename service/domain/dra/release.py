@@ -13,6 +13,7 @@ from service.domain.dra import claims as cl
 from service.domain.dra.claims import GROUP, POD, WORKLOAD, Allocation, ClaimKey
 from service.domain.dra.devices import DeviceState
 from service.domain.model import events as ev
+from service.domain.nodes.statement import Statement
 from service.domain.nodes.table import NodeTable
 
 if TYPE_CHECKING:
@@ -31,8 +32,10 @@ class Release:
     """The devices victim units give back, prefix by prefix of the removal order: their pods'
     own claims, and a group (workload) claim once no pod of its group (workload) is left."""
 
-    def __init__(self, ds: DeviceState, units: list[tuple[Group, list[int]]]) -> None:
+    def __init__(self, ds: DeviceState, units: list[tuple[Group, list[int]]],
+                 statement: Statement | None = None) -> None:
         self.ds = ds
+        self.statement = statement if statement is not None else Statement(None, ds)
         left: dict[int, int] = {}
         wl_left: dict[int, int] = {}
         self.freed: list[np.ndarray] = []
@@ -75,16 +78,17 @@ class Release:
         self.applied = 0
 
     def set_prefix(self, units: int) -> None:
-        ds = self.ds
-        busy = ds.busy
+        statement = self.statement
         for i in range(self.applied, units):
-            busy[self.freed[i]] = False
+            if len(self.freed[i]):
+                statement.hold_all(self.freed[i], False)
             for d, amounts in self.shares[i]:
-                ds.add_share(d, amounts, -1)
+                statement.share(d, amounts, -1)
         for i in range(units, self.applied):
-            busy[self.freed[i]] = True
+            if len(self.freed[i]):
+                statement.hold_all(self.freed[i], True)
             for d, amounts in self.shares[i]:
-                ds.add_share(d, amounts, 1)
+                statement.share(d, amounts, 1)
         self.applied = units
 
 

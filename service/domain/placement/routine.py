@@ -22,6 +22,7 @@ import numpy as np
 from service.domain import dra
 from service.domain.model.specs import PodShape
 from service.domain.nodes import affinity as af
+from service.domain.nodes.statement import Statement
 from service.domain.placement import domains as dm
 from service.domain.placement import explain_topology, fragmentation, scoring
 from service.domain.placement import scores as sc
@@ -49,37 +50,28 @@ class Attempt:
 
 
 class Trial:
-    """Usage added on a trial basis, undone by `rollback`."""
+    """Pods placed on a trial basis: their usage and device allocations, made through one
+    statement (nodes/statement.py) and undone by `rollback` / `rollback_to`."""
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self.rows: list[tuple[int, np.ndarray]] = []
-        self.ledger = dra.Ledger(state.dra, state.nodes)
+        self.statement = Statement(state.nodes, state.dra)
+        self.ledger = dra.Ledger(state.dra, state.nodes, self.statement)
 
     def add(self, node: int, vec: np.ndarray) -> None:
-        nodes = self.state.nodes
-        nodes.used[node] += vec
-        nodes.touched.append(node)
-        self.rows.append((node, vec))
+        self.statement.use(node, vec)
 
     def rollback(self) -> None:
         self.rollback_to((0, 0))
 
     def mark(self) -> tuple[int, int]:
-        """Where the trial stands now: `rollback_to` it undoes only what came after."""
-        return len(self.rows), len(self.ledger.new_allocations())
+        """Where the trial stands now (the statement's mark, the allocations made): `rollback_to`
+        it undoes only what came after."""
+        return self.statement.mark(), len(self.ledger.new_allocations())
 
     def rollback_to(self, mark: tuple[int, int]) -> None:
-        nodes = self.state.nodes
-        used = nodes.used
-        later = self.rows[mark[0]:]
-        for node, vec in reversed(later):
-            used[node] -= vec
-        nodes.note_touched(node for node, _ in later)
-        del self.rows[mark[0]:]
-        self.ledger.rollback_to(mark[1])
-
-
+        self.statement.discard(mark[0])
+        self.ledger.forget(mark[1])
 
 
 def _requested_cols(state: ClusterState, g: Group, shape: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from service.domain import dra
+from service.domain.nodes.statement import Statement
 from service.domain.preemption.candidates import Candidates
 from service.domain.preemption.victims import NO_VICTIMS, WOULD_NOT_HELP, Plan, Refusal, Unit
 from service.domain.state.cluster import ClusterState, Group
@@ -109,43 +110,14 @@ def walk(cand: Candidates, removal: Removal, k: int, touches: Callable[[], np.nd
 
 
 # -- removal --------------------------------------------------------------------------------
-def _flat_used(state: ClusterState) -> np.ndarray:
-    used = state.nodes.used
-    if not used.flags.c_contiguous:  # pragma: no cover - the table keeps it contiguous
-        state.nodes.used = used = np.ascontiguousarray(used)
-    return used.reshape(-1)  # a view: changes go to the table
-
-
-def _apply(state: ClusterState, flat: np.ndarray, vals: np.ndarray, sign: int, float_exact: bool) -> None:
-    """Add (sign 1) or take off (-1) these usage entries, exactly.
-
-    Many entries are summed per cell with one float `bincount`, exact when `float_exact`
-    (no sum of entries can reach 2**52); few, or huge amounts, go through `ufunc.at`.
-    A few entries (one unit, as the walk of prefixes removes them) are listed as touched
-    rows, so the row caches follow them; more start those caches over.
-    """
-    nodes = state.nodes
-    used = _flat_used(state)
-    if len(flat) < 256:
-        nodes.note_touched((flat // nodes.used.shape[1]).tolist())
-    else:
-        nodes.usage_changed()
-    if len(flat) < 256 or not float_exact:
-        (np.add if sign > 0 else np.subtract).at(used, flat, vals)
-        return
-    delta = np.bincount(flat, weights=vals, minlength=len(used)).astype(np.int64)
-    if sign > 0:
-        used += delta
-    else:
-        used -= delta
-
-
 class Removal:
     """The candidates' usage taken off the node table in removal order, prefix by prefix (and,
-    with `devices`, the device claims they free: dra.Release, over each unit's groups)."""
+    with `devices`, the device claims they free: dra.Release, over each unit's groups), through
+    one statement (nodes/statement.py): each step is the difference from the last prefix."""
 
     def __init__(self, state: ClusterState, cand: Candidates, devices: bool) -> None:
         self.state = state
+        self.statement = Statement(state.nodes, state.dra)
         self.release: dra.Release | None = None
         self.entry_ends: list[int] = []
         if devices:
@@ -153,7 +125,7 @@ class Removal:
             for unit in cand.units():
                 members.extend(unit.members)
                 self.entry_ends.append(len(members))
-            self.release = dra.Release(state.dra, members)
+            self.release = dra.Release(state.dra, members, self.statement)
         self.flat, self.vals, self.ends = cand.flat, cand.vals, cand.ends
         self.float_exact = bool(len(cand.vals) == 0 or
                                 float(np.abs(cand.vals).max()) * len(cand.vals) < 2.0 ** 52)
@@ -162,14 +134,16 @@ class Removal:
     def set_prefix(self, units: int) -> None:
         target = int(self.ends[units - 1]) if units else 0
         if target > self.applied:
-            _apply(self.state, self.flat[self.applied:target], self.vals[self.applied:target], -1,
-                   self.float_exact)
+            self.statement.entries(self.flat[self.applied:target], self.vals[self.applied:target], -1,
+                                   self.float_exact)
         elif target < self.applied:
-            _apply(self.state, self.flat[target:self.applied], self.vals[target:self.applied], 1,
-                   self.float_exact)
+            self.statement.entries(self.flat[target:self.applied], self.vals[target:self.applied], 1,
+                                   self.float_exact)
         self.applied = target
         if self.release is not None:
             self.release.set_prefix(self.entry_ends[units - 1] if units else 0)
+        if units == 0:  # back where it started: what the statement records nets out
+            self.statement.forget()
 
 
 # -- the reprieve -----------------------------------------------------------------------------
