@@ -90,16 +90,29 @@ def load_public_key(path: str) -> Ed25519PublicKey:
             key: Any = serialization.load_pem_public_key(data)
         except ValueError:
             key = serialization.load_pem_private_key(data, password=None).public_key()
-    except (OSError, ValueError, TypeError) as exc:
-        raise KeyFileError(f"public key {path}: {exc}") from exc
+    except OSError as exc:
+        raise KeyFileError(f"public key {path}: {exc.strerror or exc}") from exc
+    except (ValueError, TypeError) as exc:
+        raise KeyFileError(f"public key {path}: not a key: the file holds no PEM key (give FILE.pub as "
+                           "gangplank keygen writes it)") from exc
     if not isinstance(key, Ed25519PublicKey):
         raise KeyFileError(f"public key {path}: not an Ed25519 key")
     return key
 
 
-def keygen(out: str) -> str:
+class KeyExists(FileExistsError):
+    """keygen would replace a key: only with force."""
+
+
+def keygen(out: str, *, force: bool = False) -> str:
     """A new key pair: the private key to `out` (PEM, PKCS#8, readable by its owner only), the
-    public key to `out`.pub (PEM). Returns the key id."""
+    public key to `out`.pub (PEM). Returns the key id. An existing `out` or `out`.pub is replaced only
+    with `force` (KeyExists otherwise): the checkpoints its key signed verify with its public key only."""
+    if not force:
+        for path in (out, out + ".pub"):
+            if os.path.lexists(path):
+                raise KeyExists(f"{path} exists: keygen does not replace a key without --force (the checkpoints "
+                                "it signed verify with its own public key only)")
     private = Ed25519PrivateKey.generate()
     pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
@@ -117,9 +130,10 @@ def keygen(out: str) -> str:
 class CheckpointReport:
     count: int
     last_position: int | None
-    trusted: bool  # checked against a public key
-    first_bad_position: int | None = None  # the first failing checkpoint's position (trusted only)
+    trusted: bool  # checked against a public key: there were checkpoints, and every one holds
+    first_bad_position: int | None = None  # the first failing checkpoint's position (with a public key)
     problem: str | None = None  # what failed there, in words
+    another_key: bool = False  # it failed only for being signed by another key (the chain may be intact)
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"count": self.count, "lastPosition": self.last_position, "trusted": self.trusted}
@@ -135,8 +149,11 @@ def check(checkpoints: Sequence[dict[str, Any]], hash_at: Callable[[int], str | 
     recomputed chain: `hash_at(position)` is its hash there (None beyond what it reached),
     `reached` the last position the chain verified to. Without `public` they are only counted.
     `require`: none at all is a failure (at position 1, the first event no signature covers)."""
-    ordered = sorted(checkpoints, key=lambda c: (int(c.get("position", 0)), str(c.get("signedAt", ""))))
-    report = CheckpointReport(len(ordered), int(ordered[-1]["position"]) if ordered else None, public is not None)
+    well_formed(checkpoints)
+    ordered = sorted(checkpoints, key=lambda c: (int(c["position"]), str(c.get("signedAt", ""))))
+    # nothing to check is said, never trusted
+    report = CheckpointReport(len(ordered), int(ordered[-1]["position"]) if ordered else None,
+                              public is not None and bool(ordered))
     if not ordered:
         if require:
             report.first_bad_position, report.problem = 1, "no signed checkpoint covers the stream (--require-checkpoints)"
@@ -148,16 +165,31 @@ def check(checkpoints: Sequence[dict[str, Any]], hash_at: Callable[[int], str | 
         position = int(cp.get("position", 0))
         why = _fault(cp, wanted, public, hash_at, reached)
         if why is not None:
-            report.first_bad_position, report.problem = position, why
+            report.first_bad_position, report.problem, report.trusted = position, why, False
+            report.another_key = cp.get("keyId") != wanted
             return report
     return report
+
+
+class CheckpointMalformed(ValueError):
+    """A checkpoint (of an export) that is not one: its position is not a position."""
+
+
+def well_formed(checkpoints: Sequence[dict[str, Any]]) -> None:
+    """CheckpointMalformed naming the first checkpoint whose position is not one."""
+    for cp in checkpoints:
+        position = cp.get("position")
+        if type(position) is not int or position < 1:
+            raise CheckpointMalformed(f"a signed checkpoint has a malformed position ({position!r}): not a position "
+                                      "(an integer, 1 or more)")
 
 
 def _fault(cp: dict[str, Any], wanted: str, public: Ed25519PublicKey, hash_at: Callable[[int], str | None],
            reached: int) -> str | None:
     position = int(cp.get("position", 0))
     if cp.get("keyId") != wanted:
-        return f"checkpoint at position {position} is signed by key {cp.get('keyId')}, not by {wanted}"
+        return (f"signed by another key: the checkpoint at position {position} is signed by key {cp.get('keyId')}, "
+                f"not by the key given ({wanted})")
     try:
         public.verify(base64.b64decode(str(cp.get("signature", "")), validate=True), signed_fields(cp))
     except (InvalidSignature, ValueError):

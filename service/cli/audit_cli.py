@@ -45,22 +45,46 @@ def audit_verify(cluster: str = ClusterOpt, public_key: str | None = PublicKeyOp
             return verified, await check_store(store, cluster, reached, public_key, require_checkpoints)
 
     result, report = asyncio.run(run())
-    ok, bad = result.ok, result.first_bad_position
-    if report.first_bad_position is not None and (ok or report.first_bad_position < (bad or 0)):
-        ok, bad = False, report.first_bad_position
-    # what GET /audit/verify answers (also for a cluster with no events), with the checkpoints
-    body: dict[str, Any] = {"ok": ok, "events": result.events, "head": result.head}
+    verified = {"ok": result.ok, "events": result.events, "head": result.head}
+    if not result.ok:
+        verified["firstBadPosition"] = result.first_bad_position
+    say(cluster, verified, report, bool(public_key or require_checkpoints))
+
+
+def say(cluster: str, verified: dict[str, Any], report: Any, asked: bool) -> None:
+    """Print the verification (the body of GET /audit/verify, with the checkpoints) and its verdict in
+    words; exit 1 when it failed. A checkpoint signed by another key fails the verification with the
+    chain intact (`ok` stays true, `trusted` false); without checkpoints nothing is trusted, and said."""
+    ok, bad = bool(verified["ok"]), verified.get("firstBadPosition")
+    cp_bad = report.first_bad_position
+    another = report.another_key and ok
+    if cp_bad is not None and not another and (ok or cp_bad < (bad or 0)):
+        ok, bad = False, cp_bad
+    body: dict[str, Any] = {"ok": ok, "events": verified["events"], "head": verified["head"]}
     if not ok:
         body["firstBadPosition"] = bad
-    if report.count or public_key or require_checkpoints:
+    if report.count or asked:
         body["checkpoints"] = report.as_json()
     out.print_json(json.dumps(body))
-    if result.ok and result.events == 0 and ok:  # a broken chain counts its good events: none means none recorded
+    if verified["ok"] and verified["events"] == 0 and ok:  # a broken chain counts its good events
         no_events(cluster)
-    if not ok:
-        detail = f": {report.problem}" if bad == report.first_bad_position else ""
-        console.print(f"hash chain broken at position {bad}{detail}", markup=False, highlight=False, soft_wrap=True)
+    if another:
+        _line(f"{report.problem}; the hash chain is intact ({verified['events']} events), the checkpoints are "
+              "not trusted")
         raise typer.Exit(BROKEN)
+    if not ok:
+        detail = f": {report.problem}" if bad == cp_bad else ""
+        _line(f"hash chain broken at position {bad}{detail}")
+        raise typer.Exit(BROKEN)
+    if asked and not report.count:
+        _line("no signed checkpoints to check: nothing is trusted (the hash chain is intact)")
+    elif report.trusted:
+        _line(f"{report.count} signed checkpoints verified with the public key, the last at position "
+              f"{report.last_position}; the hash chain is intact")
+
+
+def _line(text: str) -> None:
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @friendly

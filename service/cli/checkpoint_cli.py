@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from service.app.checkpoints import CHECKPOINT_TYPE, CheckpointReport, check, load_public_key
+from service.app.checkpoints import CHECKPOINT_TYPE, CheckpointReport, check, load_public_key, well_formed
 
 
 def file_checkpoints(path: str, cluster: str) -> list[dict[str, Any]]:
@@ -27,6 +27,7 @@ def check_envelopes(checkpoints: list[dict[str, Any]], envelopes: Iterable[dict[
                     public_key: str | None, require: bool, until: int | None = None) -> CheckpointReport:
     """Check checkpoints against envelopes whose chain verified up to `reached` (the stored hash of
     an event there is the recomputed one)."""
+    well_formed(checkpoints)
     if until is not None:
         checkpoints = [c for c in checkpoints if int(c.get("position", 0)) <= until]
     wanted = {int(c.get("position", 0)) for c in checkpoints}

@@ -92,10 +92,11 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             fail(f"error: {exc}")
         except Exception as exc:
             from service.app.audit import StreamOrderError
+            from service.app.checkpoints import CheckpointMalformed, KeyFileError
             from service.app.verify import NewerRules
             from service.store.base import StoreError
 
-            if isinstance(exc, StreamOrderError):
+            if isinstance(exc, (StreamOrderError, KeyFileError, CheckpointMalformed)):  # named as what they are
                 fail(f"error: {exc}")
             if isinstance(exc, NewerRules):  # audit.md: cannot be re-decided by this code
                 fail(f"error: {exc}", CANNOT_RUN)

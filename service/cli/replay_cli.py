@@ -228,6 +228,10 @@ def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None
     out.print_json(json.dumps(summary))
     if verify:
         _verdict(summary, strict)
+        if report.another_key and report.first_bad_position is not None:
+            console.print("the checkpoints are not trusted: signed by another key", style="red", markup=False,
+                          highlight=False, soft_wrap=True)
+            raise typer.Exit(BROKEN)
 
 
 def _verdict(summary: dict[str, Any], strict: bool) -> None:
@@ -261,7 +265,9 @@ def _replay_checkpoints(result: Any, envelopes: list[dict[str, Any]], cluster: s
         report = asyncio.run(run())
     if report.first_bad_position is not None:
         console.print(report.problem, markup=False, highlight=False, soft_wrap=True)
-        if result.chain_ok or report.first_bad_position < (result.first_bad_hash or 0):
+        if report.another_key and result.chain_ok:
+            pass  # the chain is intact: the checkpoints are not trusted, and the verification fails (_replay)
+        elif result.chain_ok or report.first_bad_position < (result.first_bad_hash or 0):
             result.chain_ok, result.first_bad_hash = False, report.first_bad_position
     return report
 

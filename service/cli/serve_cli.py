@@ -164,12 +164,19 @@ def migrate(database_url: str | None = DbOpt) -> None:
 
 @friendly
 def keygen(out_file: str = typer.Option(..., "--out", metavar="FILE",
-                                        help="Where to write the private key (FILE) and the public key (FILE.pub).")
+                                        help="Where to write the private key (FILE) and the public key (FILE.pub)."),
+           force: bool = typer.Option(False, "--force", help="Replace an existing key pair (the checkpoints its "
+                                                             "key signed then verify with the old public key only).")
            ) -> None:
-    """Write a new Ed25519 key pair for signed checkpoints (serve --signing-key FILE, verify --public-key FILE.pub)."""
+    """Write a new Ed25519 key pair for signed checkpoints (serve --signing-key FILE, verify --public-key FILE.pub);
+    an existing FILE or FILE.pub is never replaced without --force."""
+    from service.app.checkpoints import KeyExists
     from service.app.checkpoints import keygen as make_keys
 
-    key_id = make_keys(out_file)
+    try:
+        key_id = make_keys(out_file, force=force)
+    except KeyExists as exc:
+        fail(f"error: {exc}")
     console.print(f"wrote {out_file} (private: keep it away from the database) and {out_file}.pub; "
                   f"key id {key_id}", markup=False, highlight=False, soft_wrap=True)
 
