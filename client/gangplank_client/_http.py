@@ -53,6 +53,8 @@ class RetryPolicy:
     attempts: int = 5  # in all, the first included
     backoff: float = 0.2  # seconds before the first retry, doubled after each
     max_backoff: float = 5.0
+    # a connection refused (nothing listens) retried too; the commands turn it off to fail fast
+    refused: bool = True
 
     def delay(self, attempt: int, retry_after: str | None = None) -> float:
         wait: float = min(self.max_backoff, self.backoff * 2 ** attempt) * (0.5 + random.random() / 2)
@@ -90,6 +92,8 @@ class Core:
         if attempt + 1 >= self.retry.attempts:
             return None
         if error is not None:
+            if isinstance(error, httpx.ConnectError) and not self.retry.refused:
+                return None
             return self.retry.delay(attempt) if isinstance(error, httpx.TransportError) else None
         assert response is not None
         if response.status_code == 503:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import typer
 
-from service.cli import describe_cli, get_cli, submit_cli
+from service.cli import apply_cli, describe_cli, get_cli, submit_cli
 
 
 def register(app: typer.Typer) -> None:
     """Add submit, finish, delete, describe and get to the `gangplank` command."""
     app.command("submit")(submit_cli.submit)
+    app.command("apply")(apply_cli.apply)
     app.command("finish")(submit_cli.finish)
     app.command("delete")(submit_cli.delete)
     app.command("describe")(describe_cli.describe)
-    app.add_typer(get_cli.get_app, name="get")
+    get_cli.register(app)

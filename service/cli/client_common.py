@@ -35,7 +35,10 @@ def connect(server: str, cluster: str, token: str | None) -> Client:
         from gangplank_client import Client
     except ImportError:  # pragma: no cover - scripts/serve and the test command install it
         fail("error: the client commands need gangplank-client: pip install -e client")
-    return Client(server, cluster=cluster, token=token)
+    from gangplank_client import RetryPolicy
+
+    # fail fast (client.md): a refused connection is reported at once; 503s and timeouts are retried
+    return Client(server, cluster=cluster, token=token, retry=RetryPolicy(refused=False))
 
 
 def talking(command: Callable[..., None]) -> Callable[..., None]:

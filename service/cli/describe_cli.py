@@ -2,17 +2,20 @@
 node, as `kubectl describe` shows them."""
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from service.cli.client_common import ClusterOpt, ServerOpt, TokenOpt, connect, fail, ns_name, rendered, table, talking
+from service.cli.words import claim_words, preemptor_words
 
 if TYPE_CHECKING:
     from gangplank_client import WorkloadView
 
-DescribeTarget = typer.Argument(..., metavar="[workload|node] NAME")
+DescribeTarget = typer.Argument(..., metavar="[workload|node] NAME | NS/NAME")
+NamespaceOpt = typer.Option(None, "--namespace", "-n", metavar="NS", help="The workload's namespace (NAME alone).")
+PositionOpt = typer.Option(None, "--position", metavar="N", min=1,
+                           help="The incarnation of the name submitted at N (default: the latest).")
 
 
 def _summary(event: dict[str, Any]) -> str:
@@ -26,7 +29,7 @@ def _summary(event: dict[str, Any]) -> str:
     elif event["type"] in ("PodGroupPreempted", "PodsLost"):
         text = f"{group}: {len(pods)} pod(s) released" + (" (whole group)" if data.get("wholeGroup") else "")
         if data.get("preemptor"):
-            text += f" for {json.dumps(data['preemptor'], sort_keys=True)}"
+            text += f", {preemptor_words(data)}"
     else:
         text = group
     if isinstance(explanation, dict) and explanation.get("message"):
@@ -35,25 +38,39 @@ def _summary(event: dict[str, Any]) -> str:
 
 
 @talking
-def describe(target: list[str] = DescribeTarget,
+def describe(target: list[str] = DescribeTarget, namespace: str | None = NamespaceOpt,
+             position: int | None = PositionOpt,
              server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
-    """Show a workload as `kubectl describe` does (`describe NS/NAME`, `describe workload NS/NAME`), or
-    a node (`describe node NAME`)."""
-    if len(target) == 1:
-        _describe_workload(target[0], server, cluster, token)
-    elif len(target) == 2 and target[0] in ("workload", "workloads"):
-        _describe_workload(target[1], server, cluster, token)
-    elif len(target) == 2 and target[0] in ("node", "nodes"):
-        _describe_node(target[1], server, cluster, token)
+    """Show a workload as `kubectl describe` does (`describe NS/NAME`, `describe workload NS/NAME`,
+    `describe workload NAME -n NS`), or a node (`describe node NAME`)."""
+    kind, name = ("workload", target[0]) if len(target) == 1 else (target[0], target[1])
+    if len(target) == 1 and "/" not in name and namespace is None:
+        fail(f"error: describe {name!r}: give NS/NAME, workload NAME -n NS or node NAME")
+    if len(target) > 2 or kind not in ("workload", "workloads", "wl", "node", "nodes", "no"):
+        fail(f"error: describe {' '.join(target)!r}: give NS/NAME, workload NS/NAME, workload NAME -n NS "
+             "or node NAME")
+    if kind in ("node", "nodes", "no"):
+        _describe_node(name, server, cluster, token)
     else:
-        fail(f"error: describe {' '.join(target)!r}: give NS/NAME, workload NS/NAME or node NAME")
+        _describe_workload(workload_ref(name, namespace), position, server, cluster, token)
 
 
-def _describe_workload(workload: str, server: str, cluster: str, token: str | None) -> None:
-    namespace, name = ns_name(workload)
+def workload_ref(name: str, namespace: str | None) -> tuple[str, str]:
+    """NS/NAME, or NAME with -n NS (kubectl's spelling; `default` without -n)."""
+    if "/" in name:
+        ns, found = ns_name(name)
+        if namespace is not None and namespace != ns:
+            fail(f"error: {name!r} is in namespace {ns}, not {namespace} (-n)")
+        return ns, found
+    return namespace or "default", name
+
+
+def _describe_workload(ref: tuple[str, str], position: int | None, server: str, cluster: str,
+                       token: str | None) -> None:
+    namespace, name = ref
     with connect(server, cluster, token) as c:
-        v = c.get_workload(namespace, name)
-        history = c.history(namespace, name)
+        v = c.get_workload(namespace, name, position=position)
+        history = c.history(namespace, name, position=v.position)
     for line in describe_lines(v, [e.model_dump(by_alias=True) for e in history.events]):
         typer.echo(line)
 
@@ -62,6 +79,7 @@ def _describe_node(node: str, server: str, cluster: str, token: str | None) -> N
     """A node: labels, taints, allocatable, allocated, free, and the pods on it."""
     with connect(server, cluster, token) as c:
         n = c.get_node(node)
+        slices = [s for s in c.list_resource_slices() if s.node_name == node]
     lines = [f"Name:           {n.name}", f"Unschedulable:  {str(n.unschedulable).lower()}",
              "Labels:         " + (", ".join(f"{k}={v}" for k, v in sorted(n.labels.items())) or "<none>"),
              "Taints:         " + (", ".join(f"{t.key}={t.value or ''}:{t.effect}" for t in n.taints) or "<none>")]
@@ -74,17 +92,45 @@ def _describe_node(node: str, server: str, cluster: str, token: str | None) -> N
         keys = [k for k in ("namespace", "workload", "podGroup", "pod") if any(k in p for p in pods)]
         lines += ["  " + row for row in table([[k.upper() for k in keys], *([str(p.get(k, "")) for k in keys]
                                                                                for p in pods)])]
-    extra = (n.model_extra or {}).get("devices")
-    if extra:
-        lines.append(f"Devices:        {json.dumps(extra, sort_keys=True)}")
+    lines += _device_lines(slices)
     for line in lines:
         typer.echo(line)
+
+
+def _device_lines(slices: list[Any]) -> list[str]:
+    """The DRA devices the node's resource slices publish, and whom each is allocated to."""
+    rows = [["DEVICE", "SLICE", "ALLOCATED TO"]]
+    for s in slices:
+        usage = {u.name: u for u in s.device_usage}
+        for d in s.devices:
+            u = usage.get(str(d.get("name")))
+            whom = ", ".join(f"{a.namespace}/{a.workload}" + (f" {a.pod}" if a.pod else "") + f" (claim {a.claim})"
+                             for a in (u.allocations if u else ())) or "<free>"
+            rows.append([f"{s.driver}/{s.pool.get('name', '')}/{d.get('name')}", s.name, whom])
+    used = sum(1 for r in rows[1:] if r[2] != "<free>")
+    if len(rows) == 1:
+        return ["Devices:        <none>"]
+    return [f"Devices:        ({used}/{len(rows) - 1} allocated)"] + ["  " + row for row in table(rows)]
+
+
+def _waiting(x: dict[str, Any]) -> list[str]:
+    """Why a group waits, in words: the message, each claim-level reason, the preemption outcome."""
+    from service.domain.model.reasons import preemption_words
+
+    lines = [f"    Waiting:     {x.get('message')}"]
+    lines += [f"                 {claim_words(c)}" for c in (x.get("devices") or {}).get("claims") or ()]
+    if x.get("preemption"):
+        lines.append(f"    Preemption:  {x['preemption']}: {preemption_words(x['preemption'])}")
+    return lines
 
 
 def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
     lines = [f"Name:               {v.name}", f"Namespace:          {v.namespace}", f"Cluster:            {v.cluster}",
              f"Priority:           {v.priority}", f"Preemption Policy:  {v.preemption_policy}",
-             f"Position:           {v.position}", f"Phase:              {v.status.phase}"]
+             f"Position:           {v.position}"]
+    if v.previous is not None:  # a name used again (lifecycle.md)
+        lines.append(f"Previous:           {v.previous} (the incarnation of the name before this one)")
+    lines.append(f"Phase:              {v.status.phase}")
     if v.status.composite_pod_groups:
         lines.append("Composite Pod Groups:")
         for cpg in v.status.composite_pod_groups:
@@ -106,9 +152,7 @@ def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
         if g.domain:
             lines.append(f"    Domain:      {g.domain if isinstance(g.domain, str) else g.domain.value}")
         if g.explanation is not None:
-            lines.append(f"    Waiting:     {g.explanation.message}")
-            if g.explanation.preemption:
-                lines.append(f"    Preemption:  {g.explanation.preemption}")
+            lines += _waiting(g.explanation.model_dump(by_alias=True))
         lines.append("    Pods:")
         rows = [[p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")] for p in g.pods]
         lines += ["      " + row for row in table([["NAME", "PHASE", "NODE"], *rows])]

@@ -12,32 +12,6 @@ if TYPE_CHECKING:
     from gangplank_client import Client, WorkloadView
 
 
-def _inputs(files: list[str], namespace: str | None, ignore_unenforced: bool) -> Any:
-    """The Conversion of every -f (files, folders, stdin); a Gangplank body (no apiVersion/kind) is
-    taken as it is. Skipped objects and warnings go to stderr."""
-    from gangplank_client.kube import Conversion, convert, load, read_sources
-
-    total = Conversion()
-    for origin, text in read_sources(files, typer.get_text_stream("stdin")):
-        objs = load(text)
-        if len(objs) == 1 and "kind" not in objs[0] and "apiVersion" not in objs[0]:
-            body = objs[0]
-            total.workloads.append((namespace or body.pop("namespace", None) or "default", body))
-            continue
-        try:
-            part = convert(objs, namespace, ignore_unenforced=ignore_unenforced)
-        except ValueError as exc:
-            raise ValueError(f"{origin}:\n" + "\n".join(f"  {line}" for line in str(exc).splitlines())) from exc
-        total.workloads += part.workloads
-        total.stages += part.stages
-        total.warnings += part.warnings
-        total.skipped += part.skipped
-        total.sources.update(part.sources)
-    for line in total.skipped + total.warnings:
-        typer.echo(line, err=True)
-    return total
-
-
 FilesOpt = typer.Option(..., "-f", "--filename", metavar="FILE|DIR|-",
                         help="A Gangplank body, Kubernetes manifests, a folder of them, or '-' (stdin); repeatable.")
 
@@ -46,7 +20,10 @@ def _outcome(view: WorkloadView, dry_run: bool) -> str:
     pods = [p for g in view.status.pod_groups for p in g.pods]
     placed = sum(p.node is not None for p in pods)
     line = f"{view.namespace}/{view.name} {view.status.phase} ({placed}/{len(pods)} pods)"
-    waiting = [g.explanation.message for g in view.status.pod_groups if g.explanation is not None]
+    from service.cli.words import first_reason
+
+    waiting = [first_reason(g.explanation.model_dump(by_alias=True)) for g in view.status.pod_groups
+               if g.explanation is not None]
     if waiting:
         line += f": {waiting[0]}"
     return line + (" (dry run)" if dry_run else "")
@@ -61,15 +38,20 @@ def submit(files: list[str] = FilesOpt,
                                                   help="Submit pod (anti-)affinity and spread constraints as warnings."),
            follow: bool = typer.Option(False, "--follow", help="Stay, and submit each later stage when it is due."),
            server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
-    """Submit workloads (Gangplank bodies, or Job, JobSet, LeaderWorkerSet, scheduling.k8s.io manifests)."""
-    conversion = _inputs(files, namespace, ignore_unenforced)
+    """Submit workloads (Gangplank bodies, or Job, JobSet, LeaderWorkerSet, scheduling.k8s.io manifests):
+    every file read as one input, each workload on its own (a refusal names its file and object, the
+    others go on; the exit code is the worst outcome's)."""
+    from service.cli.apply_cli import plan_of, run
+
+    plan = plan_of(files, namespace, ignore_unenforced, inventory=False)
     with connect(server, cluster, token) as c:
-        for ns, body in conversion.workloads:
-            typer.echo(submit_one(c, ns, body, dry_run, conversion))
-        for stage in conversion.stages:
+        worst = run(c, plan, dry_run)
+        for stage in plan.stages:
             typer.echo(stage.line)
         if follow and not dry_run:
-            _follow(c, cluster, conversion.stages)
+            _follow(c, cluster, plan.stages)
+    if worst:
+        raise typer.Exit(worst)
 
 
 def submit_one(c: Client, namespace: str, body: dict[str, Any], dry_run: bool, conversion: Any = None) -> str:
@@ -121,9 +103,9 @@ def _follow(c: Client, cluster: str, stages: list[Any]) -> None:
 
 
 
-DeleteTarget = typer.Argument(None, metavar="[workload NS/NAME]")
+DeleteTarget = typer.Argument(None, metavar="[workload NS/NAME | workload NAME -n NS]")
 DeleteFilesOpt = typer.Option(None, "-f", "--filename", metavar="FILE|DIR|-",
-                              help="Delete the workloads these manifests give.")
+                              help="Delete what these manifests give: workloads, and nodes, device classes, slices.")
 
 
 @talking
@@ -131,20 +113,35 @@ def delete(target: list[str] | None = DeleteTarget,
            files: list[str] | None = DeleteFilesOpt,
            namespace: str | None = typer.Option(None, "--namespace", "-n", metavar="NS"),
            server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
-    """Delete the workloads of manifests (-f FILE|DIR|-), or `delete workload NS/NAME`."""
+    """Delete what manifests give (-f FILE|DIR|-), or `delete workload NS/NAME` (`workload NAME -n NS`)."""
+    from service.cli.apply_cli import delete_inventory, plan_of, refused
+    from service.cli.describe_cli import workload_ref
+
     if target:
-        if len(target) != 2 or target[0] not in ("workload", "workloads") or files:
-            fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|- or workload NS/NAME")
-        ns, name = ns_name(target[1])
+        if len(target) != 2 or target[0] not in ("workload", "workloads", "wl") or files:
+            fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|-, workload NS/NAME or workload NAME -n NS")
+        ns, name = workload_ref(target[1], namespace)
         with connect(server, cluster, token) as c:
             _delete_one(c, ns, name)
         return
     if not files:
         fail("error: give -f FILE|DIR|- or `delete workload NS/NAME`")
-    conversion = _inputs(files, namespace, True)
+    plan = plan_of(files, namespace, True, inventory=True)
+    worst = 0
     with connect(server, cluster, token) as c:
-        for ns, body in [*conversion.workloads, *((s.namespace, s.body) for s in conversion.stages)]:
-            _delete_one(c, ns, body["name"], missing_ok=True)
+        for item in plan.items:
+            if item.kind == "Refused":
+                for line in item.errors:
+                    refused(item, line)
+                worst = 2
+            elif item.kind == "Workload":
+                _delete_one(c, item.namespace, item.name, missing_ok=True)
+            else:
+                typer.echo(delete_inventory(c, item))
+        for stage in plan.stages:
+            _delete_one(c, stage.namespace, stage.body["name"], missing_ok=True)
+    if worst:
+        raise typer.Exit(worst)
 
 
 def _delete_one(c: Client, namespace: str, name: str, *, missing_ok: bool = False) -> None:
