@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 import typer
@@ -14,6 +15,8 @@ from service.cli.common import (
     DbOpt,
     PublicKeyOpt,
     RequireOpt,
+    ServerOpt,
+    TokenOpt,
     broken,
     check_cluster,
     console,
@@ -23,14 +26,21 @@ from service.cli.common import (
     friendly,
     no_events,
     out,
+    server_of,
 )
 
 
 @friendly
 def audit_verify(cluster: str = ClusterOpt, public_key: str | None = PublicKeyOpt,
-                 require_checkpoints: bool = RequireOpt, database_url: str | None = DbOpt) -> None:
+                 require_checkpoints: bool = RequireOpt, database_url: str | None = DbOpt,
+                 server: str | None = ServerOpt, token: str | None = TokenOpt) -> None:
     """Check the hash chain (and the signed checkpoints); exit 1 naming the first bad position."""
     check_cluster(cluster)
+    if (remote := server_of(server, database_url)) is not None:
+        from service.cli import remote_audit
+
+        remote_audit.verify(remote, cluster, token, public_key, require_checkpoints)
+        return
     from service.bootstrap import service_for
 
     url = db(database_url, reads=True)
@@ -98,20 +108,31 @@ def audit_explain(workload: str = typer.Argument(..., metavar="NAMESPACE/NAME",
                   position: int | None = typer.Option(
                       None, "--position", metavar="N", min=1,
                       help="The incarnation of the name submitted at N (default: the latest)."),
-                  database_url: str | None = DbOpt) -> None:
+                  database_url: str | None = DbOpt, server: str | None = ServerOpt,
+                  token: str | None = TokenOpt) -> None:
     """The workload's history in words: submitted, why it waited, where it ran, who preempted it,
     what freed its room, and where it stands now. Checks the hash chain first."""
     from service.app.audit import Names, causation_positions
     from service.bootstrap import service_for
 
+    remote = server_of(server, database_url, from_file)
     if cluster is None:
-        if not from_file:
+        if remote is not None:
+            cluster = os.environ.get("GANGPLANK_CLUSTER") or "default"
+        elif not from_file:
             fail("error: give --cluster NAME (or --from-file FILE, whose cluster is used)")
-        cluster = file_cluster(from_file)
+        else:
+            cluster = file_cluster(from_file)
     check_cluster(cluster)
     if "/" not in workload:
         fail("error: give the workload as NAMESPACE/NAME")
     namespace, name = workload.split("/", 1)
+    if remote is not None:
+        from service.cli import remote_audit
+
+        _explain_lines(namespace, name, cluster, *remote_audit.explain(remote, cluster, token, namespace, name,
+                                                                       position))
+        return
     if from_file:
         from service.cli import explain_cli
         try:

@@ -26,7 +26,14 @@ out = Console()
 DbOpt = typer.Option(None, "--database-url", metavar="URL",
                      help="SQLAlchemy URL of the store, e.g. postgresql+asyncpg://user@host/db "
                           "(env GANGPLANK_DATABASE_URL; default: the SQLite file gangplank.db here)")
-ClusterOpt = typer.Option(..., "--cluster", metavar="NAME", help="The cluster whose stream to read.")
+ClusterOpt = typer.Option("default", "--cluster", metavar="NAME", envvar="GANGPLANK_CLUSTER",
+                          help="The cluster whose stream to read (env GANGPLANK_CLUSTER; default: default).")
+ServerOpt = typer.Option(None, "--server", metavar="URL",
+                         help="Read the cluster over this server's HTTP API (env GANGPLANK_SERVER; the default "
+                              "without --database-url or GANGPLANK_DATABASE_URL: http://127.0.0.1:8000).")
+TokenOpt = typer.Option(None, "--token", metavar="TOKEN", envvar="GANGPLANK_TOKEN",
+                        help="The bearer token for --server (env GANGPLANK_TOKEN).")
+DEFAULT_SERVER = "http://127.0.0.1:8000"
 UntilOpt = typer.Option(None, "--until", metavar="N", help="Stop after the event at position N.")
 PublicKeyOpt = typer.Option(None, "--public-key", metavar="FILE.pub",
                             help="Trust the signed checkpoints of this Ed25519 public key (gangplank keygen): each "
@@ -60,6 +67,23 @@ def _sqlite_path(url: str) -> Path | None:
 def fail(message: str, code: int = 2) -> NoReturn:
     console.print(message, markup=False, highlight=False, soft_wrap=True)  # one line, however long
     raise typer.Exit(code)
+
+
+def server_of(server: str | None, database_url: str | None, from_file: str | None = None) -> str | None:
+    """The server to read the cluster from, or None to read the store (or the export) itself: one
+    address for every command (client.md). `--database-url` (or GANGPLANK_DATABASE_URL, when no
+    --server is given) reads the store; otherwise `--server`, GANGPLANK_SERVER, or its default."""
+    import os
+
+    if server and (database_url or from_file):
+        fail(f"error: give --server or {'--from-file' if from_file else '--database-url'}, not both")
+    if from_file or database_url:
+        return None
+    if server:
+        return server
+    if os.environ.get("GANGPLANK_DATABASE_URL"):
+        return None
+    return os.environ.get("GANGPLANK_SERVER") or DEFAULT_SERVER
 
 
 def no_events(cluster: str) -> NoReturn:

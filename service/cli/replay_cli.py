@@ -6,6 +6,7 @@ import asyncio
 import collections
 import gc
 import json
+import os
 import sys
 from typing import Any
 
@@ -18,6 +19,8 @@ from service.cli.common import (
     DbOpt,
     PublicKeyOpt,
     RequireOpt,
+    ServerOpt,
+    TokenOpt,
     UntilOpt,
     broken,
     check_cluster,
@@ -29,6 +32,7 @@ from service.cli.common import (
     friendly,
     no_events,
     out,
+    server_of,
 )
 
 
@@ -136,9 +140,13 @@ def replay(cluster: str | None = typer.Option(
                     "records nothing."),
            output: str = typer.Option("table", "--output", metavar="table|json",
                                       help="With --what-if: a table, or the report as canonical JSON."),
-           database_url: str | None = DbOpt) -> None:
+           database_url: str | None = DbOpt, server: str | None = ServerOpt, token: str | None = TokenOpt) -> None:
     """Rebuild a cluster's state from its events and print a summary (or, with --what-if, what would
     have happened under changes)."""
+    if (remote := server_of(server, database_url, from_file)) is not None:
+        _remote(remote, cluster or os.environ.get("GANGPLANK_CLUSTER") or "default", token, until, verify, strict,
+                public_key, require_checkpoints, what_if, output)
+        return
     if cluster is None:
         if not from_file:
             fail("error: give --cluster NAME (or --from-file FILE, whose cluster is used)")
@@ -157,6 +165,27 @@ def replay(cluster: str | None = typer.Option(
                 require_checkpoints and verify, strict)
     finally:
         gc.enable()
+
+
+def _remote(server: str, cluster: str, token: str | None, until: int | None, verify: bool, strict: bool,
+            public_key: str | None, require: bool, what_if: str | None, output: str) -> None:
+    """replay over the server's HTTP API (remote_audit.py)."""
+    from service.cli import remote_audit, whatif_cli
+
+    check_cluster(cluster)
+    check_until(until)
+    if what_if is None:
+        remote_audit.replay(server, cluster, token, until, verify, strict, public_key if verify else None,
+                            require and verify)
+        return
+    if verify:
+        fail("error: --what-if and --verify are two commands: give one")
+    if output not in ("table", "json"):
+        fail(f"--output {output!r}: must be table or json")
+    try:
+        whatif_cli.write(remote_audit.what_if(server, cluster, token, what_if, until, output))
+    except whatif_cli.WhatIfFailed as exc:
+        fail(exc.line, exc.code)
 
 
 def _what_if(cluster: str, changes: str, until: int | None, output: str, from_file: str | None, url: str,
@@ -275,10 +304,15 @@ def _replay_checkpoints(result: Any, envelopes: list[dict[str, Any]], cluster: s
 @friendly
 def export(cluster: str = ClusterOpt,
            until: int | None = UntilOpt,
-           database_url: str | None = DbOpt) -> None:
+           database_url: str | None = DbOpt, server: str | None = ServerOpt, token: str | None = TokenOpt) -> None:
     """Write the cluster's events as JSON lines (stdout)."""
     check_cluster(cluster)
     check_until(until)
+    if (remote := server_of(server, database_url)) is not None:
+        from service.cli import remote_audit
+
+        remote_audit.export(remote, cluster, token, until)
+        return
     from service.bootstrap import service_for
     from service.store.base import canonical_json
 

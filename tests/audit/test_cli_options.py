@@ -78,8 +78,9 @@ def test_replay_from_file_takes_the_cluster_from_the_file(recorded: dict[str, An
     assert mixed.exit_code == 2 and mixed.stderr == f"error: {two} holds the events of clusters other, prod: " \
                                                     "give --cluster\n"
     assert runner.invoke(cli, ["replay", "--from-file", str(two), "--cluster", "other"]).exit_code == 0
-    neither = runner.invoke(cli, ["replay"])
-    assert neither.exit_code == 2 and "give --cluster NAME" in neither.stderr
+    # with neither a file nor a database, the server's default (client.md, *One address for every command*)
+    neither = runner.invoke(cli, ["replay", "--server", "http://127.0.0.1:9"])
+    assert neither.exit_code == 3 and "cannot reach http://127.0.0.1:9" in neither.stderr
 
 
 def _explain(url: str, workload: str) -> list[str]:

@@ -196,9 +196,13 @@ def test_a_read_needs_the_database_file_and_never_creates_it(tmp_path, monkeypat
         result = CliRunner().invoke(cli, [*command, "--database-url", url])
         assert result.exit_code == 2, (url, result.output, result.exception)
         assert result.output == f"error: no database at {path} (run gangplank migrate, or give --database-url)\n"
-    monkeypatch.delenv("GANGPLANK_DATABASE_URL", raising=False)
-    result = CliRunner().invoke(cli, command)  # the default: gangplank.db here
+    monkeypatch.setenv("GANGPLANK_DATABASE_URL", "sqlite+aiosqlite:///gangplank.db")
+    result = CliRunner().invoke(cli, command)  # the environment's store: gangplank.db here
     assert result.exit_code == 2 and "no database at" in result.output
+    monkeypatch.delenv("GANGPLANK_DATABASE_URL")
+    monkeypatch.setenv("GANGPLANK_SERVER", "http://127.0.0.1:9")
+    result = CliRunner().invoke(cli, command)  # neither: the server (client.md, *One address for every command*)
+    assert result.exit_code == 3 and "cannot reach http://127.0.0.1:9" in result.output
     assert list(tmp_path.iterdir()) == []
 
 
