@@ -309,3 +309,13 @@ def test_scheduling_bundle_refusals():
         to_workload(BUNDLE + pod("x-0", "nowhere"))
     assert "Pod x-0: spec.schedulingGroup.podGroupName" in str(exc.value)
     assert "Workload llm has no pods" in str(exc.value)
+
+
+def test_the_v1alpha3_spelling_of_workload_and_pod_group_reads_as_v1beta1():
+    """client.md, *Everyday use*: the Kubernetes documentation's scheduling.k8s.io/v1alpha3 Workload and
+    PodGroup (beside CompositePodGroup) are read like v1beta1."""
+    text = BUNDLE + pod("leader-0", "replica-0-leader", "2") + pod("w-0", "replica-0-workers") \
+        + pod("w-1", "replica-0-workers")
+    alpha3 = text.replace("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha3")
+    assert "v1beta1" not in alpha3
+    assert to_workload(alpha3) == to_workload(text)

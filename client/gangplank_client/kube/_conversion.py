@@ -28,8 +28,10 @@ SERVED: dict[str, tuple[str, tuple[str, ...]]] = {
     "Job": ("batch", ("v1",)),
     "JobSet": ("jobset.x-k8s.io", ("v1alpha2",)),
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", ("v1",)),
-    "Workload": ("scheduling.k8s.io", ("v1beta1", "v1alpha2", "v1alpha1")),
-    "PodGroup": ("scheduling.k8s.io", ("v1beta1", "v1alpha2")),
+    # v1alpha3: the API server's spelling beside CompositePodGroup, as the Kubernetes documentation writes it,
+    # read like v1beta1 (client.md, *Everyday use*)
+    "Workload": ("scheduling.k8s.io", ("v1beta1", "v1alpha3", "v1alpha2", "v1alpha1")),
+    "PodGroup": ("scheduling.k8s.io", ("v1beta1", "v1alpha3", "v1alpha2")),
     "CompositePodGroup": ("scheduling.k8s.io", ("v1alpha3",)),
     "Pod": ("", ("v1",)),
     "ResourceClaimTemplate": ("resource.k8s.io", ("v1", "v1beta2", "v1beta1")),
