@@ -195,18 +195,18 @@ def test_kubectls_names_and_flags(server, cluster, tmp_path):
     assert json.loads(run("get", "workloads", "low", "-o", "json", env=env).stdout)["items"][0]["name"] == "low"
 
     # -w: the table, then each row again as it changes
-    watched: dict = {}
+    from gangplank_client.kube import to_workload
 
-    def watch() -> None:
-        watched["result"] = run("get", "workloads", "-w", "--watch-timeout", "4", env=env)
+    def later() -> None:  # while the table is watched (not through the CLI: its runner owns stdout)
+        time.sleep(1.5)
+        with Client(server, cluster=cluster) as c:
+            c.submit(*to_workload(job("urgent", cpu="4", priority_class="urgent")))
 
-    t = threading.Thread(target=watch)
+    t = threading.Thread(target=later)
     t.start()
-    time.sleep(1.5)
-    (tmp_path / "urgent.yaml").write_text(job("urgent", cpu="4", priority_class="urgent"))
-    assert "Scheduled" in run("submit", "-f", str(tmp_path / "urgent.yaml"), env=env).stdout
+    watched = run("get", "workloads", "-w", "--watch-timeout", "5", env=env)
     t.join()
-    rows = [line.split() for line in watched["result"].stdout.splitlines()]
+    rows = [line.split() for line in watched.stdout.splitlines()]
     assert rows[0][:2] == ["NAMESPACE", "NAME"] and rows[1][1] == "low" and rows[1][3] == "Scheduled"
     assert ["low", "Pending"] in [[r[1], r[3]] for r in rows[2:]] and "urgent" in [r[1] for r in rows[2:]]
 
