@@ -78,9 +78,7 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
     db(settings.database_url)  # an SQLite file's directory must exist
     _check_replica_settings(settings, api_settings)
     bind = resolve_bind_host(api_settings, settings.host)
-    if bind != settings.host:  # said on stdout beside the listening line, not only in the JSON log
-        out.print(f"warning: no access tokens (--tokens FILE): the API is open to anyone who reaches it, so it "
-                      f"listens on {bind} only, not on {settings.host}", markup=False, highlight=False, soft_wrap=True)
+    _loopback_only(bind, settings.host)
     sock = _listen(bind, settings.port)  # before anything starts: a port in use is one error, nothing logged
     application = build_app(settings, api_settings)
     url = _url(bind, sock.getsockname()[1])
@@ -133,6 +131,13 @@ def _server(config: Any, application: Any) -> Any:
             loop.call_soon_threadsafe(leave)
 
     return Server(config)
+
+
+def _loopback_only(bind: str, host: str) -> None:
+    """An open API asked for another host: said on stdout beside the listening line, not only logged."""
+    if bind != host:
+        out.print(f"warning: no access tokens (--tokens FILE): the API is open to anyone who reaches it, so it "
+                  f"listens on {bind} only, not on {host}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _listen(host: str, port: int) -> socket.socket:
