@@ -77,8 +77,7 @@ def serve(host: str = typer.Option("127.0.0.1", "--host", metavar="HOST",
         fail(f"error: {exc}")
     db(settings.database_url)  # an SQLite file's directory must exist
     _check_replica_settings(settings, api_settings)
-    bind = resolve_bind_host(api_settings, settings.host)
-    _loopback_only(bind, settings.host)
+    bind = _loopback_only(resolve_bind_host(api_settings, settings.host), settings.host)
     sock = _listen(bind, settings.port)  # before anything starts: a port in use is one error, nothing logged
     application = build_app(settings, api_settings)
     url = _url(bind, sock.getsockname()[1])
@@ -133,11 +132,13 @@ def _server(config: Any, application: Any) -> Any:
     return Server(config)
 
 
-def _loopback_only(bind: str, host: str) -> None:
-    """An open API asked for another host: said on stdout beside the listening line, not only logged."""
+def _loopback_only(bind: str, host: str) -> str:
+    """The host to bind; an open API asked for another host says so on stdout beside the listening
+    line, not only in the log."""
     if bind != host:
         out.print(f"warning: no access tokens (--tokens FILE): the API is open to anyone who reaches it, so it "
                   f"listens on {bind} only, not on {host}", markup=False, highlight=False, soft_wrap=True)
+    return bind
 
 
 def _listen(host: str, port: int) -> socket.socket:
