@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gangplank_client import AsyncClient, ProblemError, WorkloadView
-from gangplank_client.kube import Stage, convert, load
+from gangplank_client.kube import Conversion, Stage, convert, load
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -57,6 +57,15 @@ class Owned:
     fingerprint: str  # the file's content when it was handled
     pending: list[Stage] = field(default_factory=list)  # later stages of a JobSet, not submitted yet
     stages: list[str] = field(default_factory=list)  # the names of those submitted
+    conversion: Conversion | None = None  # where each part of the bodies came from in the manifest
+
+
+def refusal(conversion: Conversion | None, namespace: str, body: dict[str, Any], exc: ProblemError) -> str:
+    """A server's refusal on one line, each field named at its manifest path where the body was converted."""
+    named = conversion.refusal(namespace, body["name"], exc) if conversion is not None else str(exc)
+    if not named.startswith(str(exc.status)):
+        named = f"{exc.status} {exc.title}: {named}"
+    return named.replace("\n", " |")
 
 
 @dataclass
@@ -101,11 +110,12 @@ class Controller:
             view = await self.client.submit(namespace, body, idempotency_key=key)
         except ProblemError as exc:
             self.refused[path] = text
-            self.report(f"refused {namespace}/{body['name']}: {exc}".replace("\n", " |"))
+            self.report(f"refused {namespace}/{body['name']}: {refusal(conversion, namespace, body, exc)}")
             return
         if view.position <= self.head:  # an answer replayed from before this run: read what holds now
             view = await self.client.get_workload(namespace, body["name"])
-        self.owned[path] = Owned(namespace, body["name"], key, text, pending=list(conversion.stages))
+        self.owned[path] = Owned(namespace, body["name"], key, text, pending=list(conversion.stages),
+                                 conversion=conversion)
         self.report(f"submitted {namespace}/{body['name']} {view.status.phase}")
         self.observe_view(view)
         for stage in conversion.stages:
@@ -139,7 +149,8 @@ class Controller:
                 view = await self.client.submit(stage.namespace, stage.body,
                                                 idempotency_key=f"submit/{owned.key}/{name}")
             except ProblemError as exc:
-                self.report(f"refused {stage.namespace}/{name}: {exc}".replace("\n", " |"))
+                self.report(f"refused {stage.namespace}/{name}: "
+                            f"{refusal(owned.conversion, stage.namespace, stage.body, exc)}")
                 continue
             owned.stages.append(name)
             self.report(f"submitted {stage.namespace}/{name} {view.status.phase}")

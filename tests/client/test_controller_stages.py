@@ -66,3 +66,27 @@ def test_the_controller_submits_stages_in_order(server, cluster, tmp_path):
                 ctl.wait_for(lambda r, n=name: r == f"deleted ml/{n} Finished", f"{name} deleted")
         finally:
             ctl.close()
+
+
+POOLS = textwrap.dedent("""\
+    apiVersion: jobset.x-k8s.io/v1alpha2
+    kind: JobSet
+    metadata: {name: pools, namespace: ml, annotations: {alpha.jobset.sigs.k8s.io/exclusive-topology: example.com/pool}}
+    spec:
+      replicatedJobs:
+      - name: workers
+        replicas: 2
+        template: {spec: {template: {spec: {containers: [{name: c, image: x}]}}}}
+    """)
+
+
+def test_the_controller_names_a_refusal_at_the_manifest_path(server, cluster, tmp_path):
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "pools.yaml").write_text(POOLS)
+    ctl = Running(server, cluster, folder)
+    try:
+        line = ctl.wait_for(lambda r: r.startswith("refused ml/pools: 422"), "the refusal")
+        assert "JobSet pools: metadata.annotations[alpha.jobset.sigs.k8s.io/exclusive-topology]" in line
+    finally:
+        ctl.close()
