@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.domain.decide import lifecycle, scale
+from service.domain.decide import lifecycle, podgroups, scale
 from service.domain.model import events as ev
 from service.domain.model.composite import group_bodies
 from service.domain.model.rejection import Accepted, Rejection
@@ -123,6 +123,16 @@ def delete_workload(state: ClusterState, name: str, namespace: str | None,
     return ev.WORKLOAD_DELETED, {"namespace": ns, "name": name}
 
 
+def create_pod_group(state: ClusterState, name: str, namespace: str | None,
+                     body: dict[str, Any]) -> Accepted | Rejection:
+    """PodGroupCreated (podgroups.py), its pods held to the cluster's bound on resource names."""
+    accepted = podgroups.create_pod_group(state, name, namespace, body)
+    if isinstance(accepted, Rejection):
+        return accepted
+    requested = {r for p in accepted[1]["spec"]["pods"] for r in p.get("requests") or {}}
+    return _too_many_resources(state, requested, ("body", "pods")) or accepted
+
+
 def configure_scheduler(state: ClusterState, name: str, namespace: str | None,
                         body: dict[str, Any]) -> Accepted | Rejection:
     """PUT /scheduler (sharing.md): recorded as SchedulerConfigured, defaults filled in."""
@@ -143,6 +153,8 @@ ACCEPT: dict[str, AcceptFn] = {
     "DeleteWorkload": delete_workload,
     "FinishPods": lifecycle.finish_pods,
     "ScaleWorkload": scale.scale,
+    "CreatePodGroup": create_pod_group,
+    "DeletePodGroup": podgroups.delete_pod_group,
 }
 
 
