@@ -175,8 +175,8 @@ def _podgroup_created(state: ClusterState, e: ev.Event) -> None:
     spec = workload_from_submission({"namespace": owner.spec.namespace, "name": owner.spec.name,
                                      "priority": e.data["priority"], "preemptionPolicy": e.data["preemptionPolicy"],
                                      "spec": body})
-    pg = Workload(spec=spec, body=body, position=e.position, events=owner.events, owner=owner,
-                  template=e.data["template"])
+    pg = Workload(spec=spec, body=body, position=e.position, events=owner.events)
+    pg.owner, pg.template = owner, e.data["template"]
     gs = spec.groups[0]
     g = Group(workload=pg, index=0, spec=gs, node_of=[-1] * len(gs.pod_names), placed_at=[None] * len(gs.pod_names))
     g.class_key = _class_key(pg, g)

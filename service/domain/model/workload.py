@@ -120,8 +120,9 @@ class Workload:
     # a PodGroup object (lifecycle.md) is a workload of its own, with one group: `owner` is the
     # workload of templates it belongs to (whose name its events carry, and whose history and
     # workload claims it shares), `template` the template it was created from
-    owner: Workload | None = None
-    template: str | None = None
+    # (class attributes, not fields: a plain workload's instance dict is as before PodGroup objects)
+    owner = None  # type: Workload | None
+    template = None  # type: str | None
 
     @property
     def home(self) -> Workload:
