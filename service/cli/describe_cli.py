@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from service.cli.client_common import ClusterOpt, ServerOpt, TokenOpt, connect, fail, ns_name, rendered, table, talking
+from service.cli.client_common import (
+    ClusterOpt,
+    ServerOpt,
+    TokenOpt,
+    connect,
+    fail,
+    group_lines,
+    ns_name,
+    rendered,
+    table,
+    talking,
+)
 
 if TYPE_CHECKING:
     from gangplank_client import WorkloadView
@@ -45,8 +56,11 @@ def describe(target: list[str] = DescribeTarget,
         _describe_workload(target[1], server, cluster, token)
     elif len(target) == 2 and target[0] in ("node", "nodes"):
         _describe_node(target[1], server, cluster, token)
+    elif len(target) == 2 and target[0] in ("podgroup", "podgroups"):  # lifecycle.md (lifecycle_commands.py)
+        from service.cli.lifecycle_commands import describe_podgroup
+        describe_podgroup(target[1], server, cluster, token)
     else:
-        fail(f"error: describe {' '.join(target)!r}: give NS/NAME, workload NS/NAME or node NAME")
+        fail(f"error: describe {' '.join(target)!r}: give NS/NAME, workload NS/NAME, podgroup NS/NAME or node NAME")
 
 
 def _describe_workload(workload: str, server: str, cluster: str, token: str | None) -> None:
@@ -96,30 +110,7 @@ def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
                 lines.append(f"    Waiting: {cpg.explanation['message']}")
     lines.append("Pod Groups:")
     for g in v.status.pod_groups:
-        lines += [f"  {g.name}:", f"    Phase:       {g.phase}"]
-        if g.parent:
-            lines.append(f"    Parent:      {g.parent}")
-        lines.append(f"    Min Count:   {g.min_count}")
-        lines.append(f"    Placed:      {g.placed_pods}/{len(g.pods)}")
-        if g.succeeded_pods or g.failed_pods:
-            lines.append(f"    Finished:    {g.succeeded_pods} succeeded, {g.failed_pods} failed")
-        if g.domain:
-            lines.append(f"    Domain:      {g.domain if isinstance(g.domain, str) else g.domain.value}")
-        if g.explanation is not None:
-            lines.append(f"    Waiting:     {g.explanation.message}")
-            if g.explanation.preemption:
-                lines.append(f"    Preemption:  {g.explanation.preemption}")
-        lines.append("    Pods:")
-        rows = [[p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")] for p in g.pods]
-        lines += ["      " + row for row in table([["NAME", "PHASE", "NODE"], *rows])]
-        for claim in g.claims:
-            devices = ", ".join(f"{d.pool}/{d.device}" for d in claim.devices) or "<not allocated>"
-            lines.append(f"    Claim {claim.name} ({claim.sharing}): {devices}")
-        if g.conditions:
-            lines.append("    Conditions:")
-            lines += ["      " + row for row in table([["TYPE", "STATUS", "REASON", "MESSAGE"],
-                                                         *([c.type, c.status, c.reason or "", c.message or ""]
-                                                           for c in g.conditions)])]
+        lines += [f"  {g.name}:", *group_lines(g, g.parent)]
     recent = events[-10:]
     if not recent:
         lines.append("Events:             <none>")

@@ -65,6 +65,10 @@ def submit(files: list[str] = FilesOpt,
     conversion = _inputs(files, namespace, ignore_unenforced)
     with connect(server, cluster, token) as c:
         for ns, body in conversion.workloads:
+            if "workloadRef" in body:  # a PodGroup object's body (lifecycle.md)
+                from service.cli.lifecycle_commands import create_podgroup
+                typer.echo(create_podgroup(c, ns, body, dry_run=dry_run))
+                continue
             typer.echo(submit_one(c, ns, body, dry_run, conversion))
         for stage in conversion.stages:
             typer.echo(stage.line)
@@ -121,7 +125,7 @@ def _follow(c: Client, cluster: str, stages: list[Any]) -> None:
 
 
 
-DeleteTarget = typer.Argument(None, metavar="[workload NS/NAME]")
+DeleteTarget = typer.Argument(None, metavar="[workload|podgroup NS/NAME]")
 DeleteFilesOpt = typer.Option(None, "-f", "--filename", metavar="FILE|DIR|-",
                               help="Delete the workloads these manifests give.")
 
@@ -133,11 +137,15 @@ def delete(target: list[str] | None = DeleteTarget,
            server: str = ServerOpt, cluster: str = ClusterOpt, token: str | None = TokenOpt) -> None:
     """Delete the workloads of manifests (-f FILE|DIR|-), or `delete workload NS/NAME`."""
     if target:
-        if len(target) != 2 or target[0] not in ("workload", "workloads") or files:
-            fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|- or workload NS/NAME")
+        if len(target) != 2 or target[0] not in ("workload", "workloads", "podgroup", "podgroups") or files:
+            fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|-, workload NS/NAME or podgroup NS/NAME")
         ns, name = ns_name(target[1])
         with connect(server, cluster, token) as c:
-            _delete_one(c, ns, name)
+            if target[0].startswith("podgroup"):  # lifecycle.md
+                from service.cli.lifecycle_commands import delete_podgroup
+                delete_podgroup(c, ns, name)
+            else:
+                _delete_one(c, ns, name)
         return
     if not files:
         fail("error: give -f FILE|DIR|- or `delete workload NS/NAME`")
