@@ -298,3 +298,24 @@ def test_a_bad_workload_of_templates_names_the_field(body, loc):
 
 def test_no_templates_is_a_workload_too():
     validate_body("Workload", json.dumps({"name": "t", "podGroupTemplates": []}))
+
+
+def test_what_if_skips_a_withdrawn_workload_s_reports_scales_and_podgroups():
+    from service.domain.model.rules import RULES
+    from service.domain.read.whatif import Changes, what_if
+    s = Sim()
+    s.node("n1", cpu="4")
+    templates(s)
+    create(s, "train-0")
+    s.submit("pi", gang("job", 2, pods(2, "pi", cpu="1")))
+    s.finish("pi", ("job", "pi-0", "Succeeded"))
+    s.scale("pi", {"podGroups": [{"name": "job", "pods": [{"name": "pi", "count": 3}]}]})
+    create(s, "train-1")
+    s.run("DeletePodGroup", "train-0", "default")
+    inputs = {e.type for e in s.events if e.is_input}
+    assert {ev.PODS_FINISHED, ev.WORKLOAD_SCALED, ev.POD_GROUP_CREATED, ev.POD_GROUP_DELETED} <= inputs
+    report = what_if("c1", s.events, Changes(withdraw=[("default", "train"), ("default", "pi")]), RULES)
+    # the two submissions, the report, the scale, two creations and the deletion are skipped
+    assert report["inputs"]["skipped"] == 7, report["inputs"]
+    kept = what_if("c1", s.events, Changes(withdraw=[("default", "pi")]), RULES)
+    assert kept["inputs"]["skipped"] == 3  # pi's submission, report and scale; the PodGroups decide again
