@@ -17,8 +17,8 @@ from service.api.auth import Authorizer
 from service.api.console import console_handlers
 from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.api.openapi import render_plugins
-from service.api.replicas_routes import IDENTITY_KEY, OWNERSHIP_KEY, replica_parts
 from service.api.podgroup_routes import podgroup_router
+from service.api.replicas_routes import IDENTITY_KEY, OWNERSHIP_KEY, replica_parts
 from service.api.responses import AUTHORIZER_KEY, COUNTED, EXCEPTION_HANDLERS
 from service.api.routes import STATE_KEY, route_handlers
 from service.api.series import series_handlers
