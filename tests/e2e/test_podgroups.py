@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.app.audit import replay
+from service.app.audit import explain, replay
 from tests.e2e.helpers import Api, node
 
 TEMPLATES = {"name": "train", "podGroupTemplates": [
@@ -55,6 +55,11 @@ def test_podgroups_over_http(client: Any, cluster: str) -> None:
     history = [e["type"] for e in api.get("/namespaces/team-a/workloads/train/history").json()["events"]]
     assert history.count("PodGroupCreated") == 2 and "PodGroupDeleted" in history
     assert history.count("PodGroupScheduled") == 2
+    lines = explain("team-a", "train", api.get("/namespaces/team-a/workloads/train/history").json()["events"])
+    assert any("PodGroup train-0 created from template worker, priority 0: 2 pods, gang minCount 2" in line
+               for line in lines), lines
+    assert any("PodGroup train-0 deleted" in line for line in lines)
+    assert any("Scheduled group train-1, after PodGroup team-a/train-0 was deleted" in line for line in lines), lines
     past = api.get("/state", params={"at": 3}).json()
     assert [g["name"] for g in next(w for w in past["workloads"] if w["name"] == "train")["status"]["podGroups"]] \
         == ["train-0"]
