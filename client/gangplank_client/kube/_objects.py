@@ -11,7 +11,7 @@ from typing import Any
 from gangplank_client.kube._bundle import claim_template, used_templates, where
 from gangplank_client.kube._convert import entries_of, group_fields, templates_of, workload_ref
 from gangplank_client.kube._pods import Priority, claim_entries, pod_shape
-from gangplank_client.kube._read import Manifests, ManifestError, Obj, Refusals, as_map, load, name_objects
+from gangplank_client.kube._read import ManifestError, Manifests, Obj, Refusals, as_map, load, name_objects
 
 _KINDS = ("Workload", "PodGroup", "Pod", "ResourceClaimTemplate")
 
