@@ -197,9 +197,10 @@ class QueryService:
 
 
 def state_view(state: ClusterState, at: int, include_finished: bool) -> dict[str, Any]:
-    listed = [wl for wl in state.by_position.values() if include_finished or wl.deleted_at is None]
+    every = [wl for wl in state.by_position.values() if wl.owner is None]  # PodGroup objects are in their owner's
+    listed = [wl for wl in every if include_finished or wl.deleted_at is None]
     listed.sort(key=lambda w: w.position)
     return {"position": at, "nodes": views.node_views(state),
             "workloads": [views.workload_view(state, wl) for wl in listed],
             "finishedWorkloads": state.finished_before
-            + sum(1 for wl in state.by_position.values() if wl.deleted_at is not None)}
+            + sum(1 for wl in every if wl.deleted_at is not None)}

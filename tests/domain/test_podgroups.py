@@ -314,8 +314,8 @@ def test_what_if_skips_a_withdrawn_workload_s_reports_scales_and_podgroups():
     s.run("DeletePodGroup", "train-0", "default")
     inputs = {e.type for e in s.events if e.is_input}
     assert {ev.PODS_FINISHED, ev.WORKLOAD_SCALED, ev.POD_GROUP_CREATED, ev.POD_GROUP_DELETED} <= inputs
-    report = what_if("c1", s.events, Changes(withdraw=[("default", "train"), ("default", "pi")]), RULES)
+    report = what_if("c1", s.events, Changes(withdraw=[("default", "train", None), ("default", "pi", None)]), RULES)
     # the two submissions, the report, the scale, two creations and the deletion are skipped
     assert report["inputs"]["skipped"] == 7, report["inputs"]
-    kept = what_if("c1", s.events, Changes(withdraw=[("default", "pi")]), RULES)
+    kept = what_if("c1", s.events, Changes(withdraw=[("default", "pi", None)]), RULES)
     assert kept["inputs"]["skipped"] == 3  # pi's submission, report and scale; the PodGroups decide again

@@ -189,7 +189,8 @@ def canonical(state: ClusterState) -> dict[str, Any]:
                            "everScheduled": g.ever_scheduled} for g in wl.groups],
              "internalComposites": [{"needsExplanation": c.needs_explanation, "everScheduled": c.ever_scheduled}
                                     for c in wl.composites]}
-            for wl in sorted(state.by_position.values(), key=lambda w: w.position)],  # every incarnation
+            for wl in sorted(state.by_position.values(), key=lambda w: w.position)
+            if wl.owner is None],  # every incarnation (PodGroup objects: below)
         "queue": [list(k) for k in state.queue.keys()],
         "running": [list(k) for k in state.running.keys()],
         "devices": dra.canonical(state.dra),
