@@ -336,10 +336,8 @@ class ClaimStatus(Model):
     reserved_for: list[ClaimReference] = Field(default_factory=list)
 
 
-class PodGroupStatus(Model):
-    name: str
-    parent: str | None = None
-    phase: GroupPhase
+class GroupCounts(Model):
+    """What every pod group's status holds: its counts, pods, claims and conditions."""
     min_count: int
     placed_pods: int  # Running pods
     pending_pods: int = 0
@@ -350,6 +348,12 @@ class PodGroupStatus(Model):
     pods: list[PodStatus] = Field(default_factory=list)
     claims: list[ClaimStatus] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
+
+
+class PodGroupStatus(GroupCounts):
+    name: str
+    parent: str | None = None
+    phase: GroupPhase
 
 
 class CompositePodGroupStatus(Model):
@@ -392,19 +396,9 @@ class WorkloadPage(Model):
     next: int | None = None
 
 
-class PodGroupObjectStatus(Model):
+class PodGroupObjectStatus(GroupCounts):
     phase: Phase
     deleted_at: int | None = None
-    min_count: int
-    placed_pods: int  # Running pods
-    pending_pods: int = 0
-    succeeded_pods: int = 0
-    failed_pods: int = 0
-    domain: str | Domain | None = None
-    explanation: Explanation | None = None
-    pods: list[PodStatus] = Field(default_factory=list)
-    claims: list[ClaimStatus] = Field(default_factory=list)
-    conditions: list[Condition] = Field(default_factory=list)
 
 
 class PodGroupView(Mutation):

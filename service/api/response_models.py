@@ -209,7 +209,7 @@ class PodGroupObjectStatus(TypedDict):
     explanation: Explanation | None
     pods: list[PodStatus]
     claims: list[ClaimStatus]
-    conditions: list[Condition]
+    conditions: list[Condition]  # (the fields of PodGroupStatus but name and parent: the schemas stay flat)
 
 
 class PodGroupView(TypedDict):

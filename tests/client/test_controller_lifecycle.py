@@ -6,13 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
-import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from gangplank_client import AsyncClient, Client
+from tests.client import test_controller_e2e as e2e
 from tests.client.test_controller_e2e import job_controller
 
 INDEXED = textwrap.dedent("""\
@@ -80,16 +78,12 @@ def _podgroup(name: str) -> str:
         """)
 
 
-class Running:
-    """The controller in a thread of its own, with a pod-status file, reporting into a list."""
+class Running(e2e.Running):
+    """The controller of test_controller_e2e, with a pod-status file."""
 
     def __init__(self, server: str, cluster: str, folder: Path, pod_status: Path) -> None:
-        self.reports: list[str] = []
-        self.server, self.cluster, self.folder, self.pod_status = server, cluster, folder, pod_status
-        self.loop = asyncio.new_event_loop()
-        self.stop: asyncio.Event | None = None
-        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self.main(),), daemon=True)
-        self.thread.start()
+        self.pod_status = pod_status
+        super().__init__(server, cluster, folder)
 
     async def main(self) -> None:
         self.stop = asyncio.Event()
@@ -97,20 +91,8 @@ class Running:
             await job_controller.Controller(client, self.folder, report=self.reports.append,
                                             pod_status=self.pod_status).run(0.1, self.stop)
 
-    def close(self) -> None:
-        while self.stop is None:
-            time.sleep(0.01)
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(10)
-        self.loop.close()
-
-    def wait_for(self, line: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if line in self.reports:
-                return
-            time.sleep(0.05)
-        pytest.fail(f"no report {line!r} in {timeout} s; reports: {self.reports}")
+    def wait_for(self, line: str, timeout: float = 30.0) -> None:  # type: ignore[override]
+        super().wait_for(lambda report: report == line, repr(line), timeout)
 
     def finish(self, namespace: str, workload: str, group: str, pod: str, phase: str) -> None:
         with self.pod_status.open("a", encoding="utf-8") as f:

@@ -98,18 +98,11 @@ def submit_workload(state: ClusterState, name: str, namespace: str | None,
     too_many = _too_many_resources(state, requested, ("body", "podGroups"))
     if too_many is not None:
         return too_many
-    priority = body.get("priority")
-    policy = body.get("preemptionPolicy")
-    class_name = body.get("priorityClassName")
-    if class_name is not None:
-        pc = state.priority_classes.get(class_name)
-        if pc is None:
-            return Rejection(422, "UnknownPriorityClass", f"priority class {class_name!r} does not exist",
-                             ("body", "priorityClassName"))
-        priority = pc.value if priority is None else priority
-        policy = policy or pc.preemption_policy
-    return ev.WORKLOAD_SUBMITTED, {"namespace": ns, "name": name, "priority": int(priority or 0),
-                                   "preemptionPolicy": policy or PREEMPT_LOWER, "spec": body}
+    resolved = podgroups.resolve_priority(state, body, (0, PREEMPT_LOWER))
+    if isinstance(resolved, Rejection):
+        return resolved
+    return ev.WORKLOAD_SUBMITTED, {"namespace": ns, "name": name, "priority": resolved[0],
+                                   "preemptionPolicy": resolved[1], "spec": body}
 
 
 def delete_workload(state: ClusterState, name: str, namespace: str | None,

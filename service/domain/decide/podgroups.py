@@ -12,7 +12,7 @@ from typing import Any
 
 from service.domain.model import events as ev
 from service.domain.model.rejection import Accepted, Rejection
-from service.domain.model.specs import MAX_WORKLOAD_PODS, PREEMPT_LOWER
+from service.domain.model.specs import MAX_WORKLOAD_PODS
 from service.domain.model.workload import Workload
 from service.domain.state.cluster import ClusterState
 
@@ -64,8 +64,10 @@ def _claim_refusal(wl: Workload, body: dict[str, Any], spec: dict[str, Any]) -> 
     return None
 
 
-def _priority(state: ClusterState, wl: Workload, body: dict[str, Any]) -> tuple[int, str] | Rejection:
-    """The PodGroup's own priority and policy, resolved as a workload's are; the workload's by default."""
+def resolve_priority(state: ClusterState, body: dict[str, Any], default: tuple[int, str]) -> tuple[int, str] | Rejection:
+    """(priority, preemptionPolicy) of a body (model.md *Priority classes*): `priority`, else its
+    `priorityClassName`'s value, else `default`'s; the policy given, else the class's, else `default`'s.
+    A workload's default is (0, PreemptLowerPriority), a PodGroup object's its workload's."""
     priority, policy = body.get("priority"), body.get("preemptionPolicy")
     class_name = body.get("priorityClassName")
     if class_name is not None:
@@ -75,9 +77,7 @@ def _priority(state: ClusterState, wl: Workload, body: dict[str, Any]) -> tuple[
                              ("body", "priorityClassName"))
         priority = pc.value if priority is None else priority
         policy = policy or pc.preemption_policy
-    if priority is None:
-        priority = wl.spec.priority
-    return int(priority), policy or (wl.spec.preemption_policy if class_name is None else PREEMPT_LOWER)
+    return int(priority if priority is not None else default[0]), policy or default[1]
 
 
 def _workload(state: ClusterState, ns: str, body: dict[str, Any]) -> tuple[Workload, dict[str, Any] | None] | Rejection:
@@ -127,7 +127,7 @@ def create_pod_group(state: ClusterState, name: str, namespace: str | None,
     if live + _pods(spec) > MAX_WORKLOAD_PODS:
         return Rejection(422, "TooManyPods", f"workload {ns}/{wl.spec.name}'s live pod groups would hold "
                          f"{live + _pods(spec)} pods (at most {MAX_WORKLOAD_PODS})", ("body", "pods"))
-    resolved = _priority(state, wl, body)
+    resolved = resolve_priority(state, body, (wl.spec.priority, wl.spec.preemption_policy))
     if isinstance(resolved, Rejection):
         return resolved
     priority, policy = resolved
