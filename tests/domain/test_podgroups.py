@@ -319,3 +319,35 @@ def test_what_if_skips_a_withdrawn_workload_s_reports_scales_and_podgroups():
     assert report["inputs"]["skipped"] == 7, report["inputs"]
     kept = what_if("c1", s.events, Changes(withdraw=[("default", "pi", None)]), RULES)
     assert kept["inputs"]["skipped"] == 3  # pi's submission, report and scale; the PodGroups decide again
+
+
+def test_a_light_snapshot_keeps_workloads_of_templates_and_their_podgroups():
+    from service.app.snapshots import light_copy
+    from service.domain import evolve
+    from service.domain.model.events import Event
+    s = Sim()
+    s.node("n1", cpu="8")
+    templates(s, "idle")  # no PodGroup yet: neither queued nor running
+    templates(s)
+    create(s, "train-0")
+    cut = len(s.events)
+    create(s, "idle-0", workload="idle")
+    s.scale("train", {"podGroups": [{"name": "train-0", "pods": [{"name": "worker", "count": 3}]}]})
+    s.delete("train")
+    full = s.replayed()
+    lite = state_from(s.events[:cut])
+    lite = light_copy(lite)
+    for e in s.events[cut:]:
+        evolve(lite, Event(e.position, e.type, json.loads(json.dumps(e.data))))
+    assert canonical(lite)["podgroups"] == canonical(full)["podgroups"]
+    assert [w for w in canonical(lite)["workloads"] if w["name"] in ("idle", "train")] == \
+        [w for w in canonical(full)["workloads"] if w["name"] in ("idle", "train")]
+
+
+def state_from(events: list[ev.Event]) -> Any:
+    from service.domain import ClusterState, evolve
+    from service.domain.model.events import Event
+    state = ClusterState("c1")
+    for e in events:
+        evolve(state, Event(e.position, e.type, json.loads(json.dumps(e.data))))
+    return state

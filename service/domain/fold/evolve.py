@@ -113,6 +113,8 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
     for ci in spec.roots:
         state.sync_root(wl.composites[ci])
     wl.events.append(e.position)
+    if "podGroupTemplates" in wl.body:  # live without pods of its own: light snapshots keep it (snapshots.py)
+        state.keep_live(wl)
 
 
 def _class_key(wl: Workload, g: Group) -> tuple[Any, ...] | None:

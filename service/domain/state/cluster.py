@@ -159,6 +159,13 @@ class ClusterState:
             g.domain = None
             del self.running[g.running_key]
 
+    def keep_live(self, wl: Workload) -> None:
+        """A live workload perhaps neither queued nor running (finished pods, or a workload of templates):
+        light snapshots keep it (`finishing`)."""
+        if "finishing" not in self.__dict__:
+            self.finishing = set()
+        self.finishing.add(wl.position)
+
     def finish_pods(self, g: Group, pods: list[int], code: int) -> None:
         """Running pods reported finished (lifecycle.md): they leave their nodes and keep their
         phase (`code`: SUCCEEDED_POD or FAILED_POD) for good."""
