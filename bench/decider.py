@@ -9,9 +9,12 @@ same stream. Reports pods decided per second, p50/p99 per input, peak memory.
 With --finishes N (lifecycle.md, issue 23), run C replays run A's stream, but each workload
 retired by the 90% rule first has one pod reported Succeeded (up to N reports): its per-input
 p99 against run A's, and a one-pod report's cost against a one-pod workload's deletion in the
-same stream.
+same stream. With --scales M (lifecycle.md, *Growing and shrinking*), run C also changes the size of up
+to M retired workloads by one pod just before their deletion (a running gang shrunk by its highest
+index, minCount lowered with it when needed; a one-pod workload grown by one): a one-pod scale's cost
+against a one-pod deletion's, and run C's p99 against run A's.
 
-    python bench/decider.py [--workloads 20000] [--pending 10000] [--seed 7] [--finishes 0]
+    python bench/decider.py [--workloads 20000] [--pending 10000] [--seed 7] [--finishes 0] [--scales 0]
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ class Driver:
         self.kinds: list[str] = []
         self.pods_decided = 0
         self.finishes_left = 0  # run C: one-pod reports still to make before deletions
+        self.scales_left = 0  # run C: one-pod scales still to make before deletions
         self.sizes: list[int] = []  # per timed input: pods of the workload it deletes or reports (0: other)
 
     def run(self, kind: str, name: str, namespace: str | None = None, body: dict | None = None,
@@ -66,7 +70,7 @@ class Driver:
 
 
     def _size(self, kind: str, name: str, namespace: str | None) -> int:
-        if kind == "FinishPods":
+        if kind in ("FinishPods", "ScaleWorkload"):
             return 1
         if kind != "DeleteWorkload":
             return 0
@@ -82,7 +86,22 @@ class Driver:
                 self.finishes_left -= 1
                 self.run("FinishPods", name, "bench",
                          {"pods": [{"podGroup": g.spec.name, "name": g.spec.pod_names[pod], "phase": "Succeeded"}]})
+        if self.scales_left > 0:
+            self.scales_left -= 1
+            self.run("ScaleWorkload", name, "bench", _one_pod_scale(wl))
         self.run("DeleteWorkload", name, "bench")
+
+
+def _one_pod_scale(wl: object) -> dict:
+    """The scale body that removes the group's highest pod (or adds one to a one-pod group)."""
+    g = wl.groups[0]  # type: ignore[attr-defined]
+    entry = wl.body["podGroups"][0]["pods"][0]  # type: ignore[attr-defined]
+    count = int(entry.get("count", 1))
+    new = count - 1 if count > 1 and g.node_of[count - 1] != -2 else count + 1
+    group: dict = {"name": g.spec.name, "pods": [{"name": entry["name"], "count": new}]}
+    if g.spec.gang and g.spec.min_count > new:
+        group["schedulingPolicy"] = {"gang": {"minCount": new}}
+    return {"podGroups": [group]}
 
 
 def build_cluster(d: Driver) -> None:
@@ -170,6 +189,7 @@ def main() -> None:
     ap.add_argument("--pending", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--finishes", type=int, default=0, help="run C: one-pod reports before deletions")
+    ap.add_argument("--scales", type=int, default=0, help="run C: one-pod scales before deletions")
     args = ap.parse_args()
     # as `gangplank serve` does: long-lived state should not be rescanned by every gen-2 collection
     configure_for_serving()  # as `gangplank serve` runs (service/gcpause.py)
@@ -195,16 +215,18 @@ def main() -> None:
     rb = report(f"{args.pending}-pending", b, time.perf_counter() - t0)
     print(json.dumps({"slowdown_mean": round(rb["mean_ms"] / ra["mean_ms"], 2),
                       "slowdown_p99": round(rb["p99_ms"] / ra["p99_ms"], 2)}))
-    if args.finishes:
+    if args.finishes or args.scales:
         c = Driver()
         build_cluster(c)
         c.finishes_left = args.finishes
+        c.scales_left = args.scales
         gc.collect()
         gc.freeze()
         t0 = time.perf_counter()
         run_stream(c, stream, capacity)
-        rc = report(f"{args.finishes}-finishes", c, time.perf_counter() - t0)
+        rc = report(f"{args.finishes}-finishes-{args.scales}-scales", c, time.perf_counter() - t0)
         finish = sorted(t for t, k in zip(c.latencies, c.kinds) if k == "FinishPods")
+        scale = sorted(t for t, k in zip(c.latencies, c.kinds) if k == "ScaleWorkload")
         delete1 = sorted(t for t, k, n in zip(c.latencies, c.kinds, c.sizes) if k == "DeleteWorkload" and n == 1)
         print(json.dumps({
             "finishes": len(finish), "p99_ratio_vs_empty_queue": round(rc["p99_ms"] / ra["p99_ms"], 2),
@@ -212,7 +234,10 @@ def main() -> None:
             "finish_1_pod_p50_ms": round(finish[len(finish) // 2] * 1000, 3) if finish else None,
             "delete_1_pod_workload_mean_ms": round(statistics.mean(delete1) * 1000, 3) if delete1 else None,
             "delete_1_pod_workload_p50_ms": round(delete1[len(delete1) // 2] * 1000, 3) if delete1 else None,
-            "delete_1_pod_workloads": len(delete1)}))
+            "delete_1_pod_workloads": len(delete1),
+            "scales": len(scale),
+            "scale_1_pod_mean_ms": round(statistics.mean(scale) * 1000, 3) if scale else None,
+            "scale_1_pod_p50_ms": round(scale[len(scale) // 2] * 1000, 3) if scale else None}))
 
 
 if __name__ == "__main__":

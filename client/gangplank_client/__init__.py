@@ -14,13 +14,16 @@ from gangplank_client.models import (
     Event,
     EventPage,
     NodeView,
+    PodGroupPage,
     PodGroupStatus,
+    PodGroupView,
     WorkloadPage,
     WorkloadSpec,
     WorkloadView,
 )
 
 __all__ = ["AsyncClient", "BuildError", "Client", "DEFAULT_SERVER", "Event", "EventPage", "FieldError", "NodeView",
-           "PodGroupStatus", "ProblemError", "RetryPolicy", "WorkloadBuilder", "WorkloadPage", "WorkloadSpec",
+           "PodGroupPage", "PodGroupStatus", "PodGroupView", "ProblemError", "RetryPolicy", "WorkloadBuilder",
+           "WorkloadPage", "WorkloadSpec",
            "WorkloadView"]
 __version__ = "0.1.0"

@@ -139,6 +139,32 @@ class Calls:
         return self.scale(namespace, name, scale_body(group, entry, count, min_count),
                           idempotency_key=idempotency_key, dry_run=dry_run)
 
+    # -- PodGroup objects (lifecycle.md) ----------------------------------------------------------
+    def create_pod_group(self, namespace: str, body: Mapping[str, Any] | m.PodGroupObjectSpec, *,
+                         idempotency_key: str | None = None, dry_run: bool = False) -> Call[m.PodGroupView]:
+        """Create a PodGroup object from its workload's template (`workloadRef`)."""
+        return call("POST", f"{self.base}/namespaces/{_q(namespace)}/podgroups", _one(m.PodGroupView),
+                    params={"dryRun": True} if dry_run else None, body=_body(body), idempotency_key=idempotency_key)
+
+    def get_pod_group(self, namespace: str, name: str) -> Call[m.PodGroupView]:
+        return call("GET", self._pod_group(namespace, name), _one(m.PodGroupView))
+
+    def delete_pod_group(self, namespace: str, name: str, *, idempotency_key: str | None = None,
+                         dry_run: bool = False) -> Call[m.PodGroupView]:
+        """Delete a PodGroup object: its final view and what the freed room caused."""
+        return call("DELETE", self._pod_group(namespace, name), _one(m.PodGroupView),
+                    params={"dryRun": True} if dry_run else None, idempotency_key=idempotency_key)
+
+    def list_pod_groups(self, *, namespace: str | None = None, workload: str | None = None, phase: str | None = None,
+                        limit: int | None = None, after: int | None = None) -> Call[m.PodGroupPage]:
+        """A page of PodGroup objects in creation order (deleted ones included)."""
+        return call("GET", f"{self.base}/podgroups", _one(m.PodGroupPage),
+                    params={"namespace": namespace, "workload": workload, "phase": phase, "limit": limit,
+                            "after": after})
+
+    def _pod_group(self, namespace: str, name: str) -> str:
+        return f"{self.base}/namespaces/{_q(namespace)}/podgroups/{_q(name)}"
+
     def list_workloads(self, *, namespace: str | None = None, phase: str | None = None, limit: int | None = None,
                        after: int | None = None) -> Call[m.WorkloadPage]:
         """A page of workload views in submission order; pass `page.next` as `after` for the next."""

@@ -104,6 +104,16 @@ class CompositePodGroupSpec(Model):
     composite_pod_groups: list[CompositePodGroupSpec] | None = None
 
 
+class PodGroupTemplate(Model):
+    """A pod group that PodGroup objects copy (lifecycle.md); `pods` may be left out."""
+    name: str
+    scheduling_policy: SchedulingPolicy
+    disruption_mode: DisruptionMode | None = None
+    topology: Topology | None = None
+    resource_claims: list[ResourceClaimEntry] | None = None
+    pods: list[PodEntry] | None = None
+
+
 class WorkloadSpec(Model):
     name: str
     namespace: str | None = None
@@ -112,8 +122,30 @@ class WorkloadSpec(Model):
     preemption_policy: PreemptionPolicy | None = None
     pod_groups: list[PodGroupSpec] | None = None
     composite_pod_groups: list[CompositePodGroupSpec] | None = None
+    pod_group_templates: list[PodGroupTemplate] | None = None
     resource_claims: list[ResourceClaimEntry] | None = None
     resource_claim_templates: list[ResourceClaimTemplate] | None = None
+
+
+class WorkloadRef(Model):
+    workload_name: str
+    template_name: str | None = None
+
+
+class PodGroupObjectSpec(Model):
+    """The body of `create_pod_group` (lifecycle.md *Creating a PodGroup*)."""
+    name: str
+    namespace: str | None = None
+    workload_ref: WorkloadRef
+    priority: int | None = None
+    priority_class_name: str | None = None
+    preemption_policy: PreemptionPolicy | None = None
+    scheduling_policy: SchedulingPolicy | None = None
+    disruption_mode: DisruptionMode | None = None
+    topology: Topology | None = None
+    resource_claims: list[ResourceClaimEntry] | None = None
+    pods: list[PodEntry] | None = None
+    parent_composite_pod_group_name: Any | None = None
 
 
 class Taint(Model):
@@ -304,10 +336,8 @@ class ClaimStatus(Model):
     reserved_for: list[ClaimReference] = Field(default_factory=list)
 
 
-class PodGroupStatus(Model):
-    name: str
-    parent: str | None = None
-    phase: GroupPhase
+class GroupCounts(Model):
+    """What every pod group's status holds: its counts, pods, claims and conditions."""
     min_count: int
     placed_pods: int  # Running pods
     pending_pods: int = 0
@@ -318,6 +348,12 @@ class PodGroupStatus(Model):
     pods: list[PodStatus] = Field(default_factory=list)
     claims: list[ClaimStatus] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
+
+
+class PodGroupStatus(GroupCounts):
+    name: str
+    parent: str | None = None
+    phase: GroupPhase
 
 
 class CompositePodGroupStatus(Model):
@@ -357,6 +393,30 @@ class WorkloadView(Mutation):
 
 class WorkloadPage(Model):
     items: list[WorkloadView]
+    next: int | None = None
+
+
+class PodGroupObjectStatus(GroupCounts):
+    phase: Phase
+    deleted_at: int | None = None
+
+
+class PodGroupView(Mutation):
+    """A PodGroup object (lifecycle.md *Views*)."""
+    cluster: str
+    namespace: str
+    name: str
+    workload: str
+    template: str | None = None
+    priority: int
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    position: int
+    spec: PodGroupSpec
+    status: PodGroupObjectStatus
+
+
+class PodGroupPage(Model):
+    items: list[PodGroupView]
     next: int | None = None
 
 

@@ -17,6 +17,7 @@ from service.api.auth import Authorizer
 from service.api.console import console_handlers
 from service.api.metrics import HTTP_REQUEST_DURATION, UNMATCHED_ROUTE
 from service.api.openapi import render_plugins
+from service.api.podgroup_routes import podgroup_router
 from service.api.replicas_routes import IDENTITY_KEY, OWNERSHIP_KEY, replica_parts
 from service.api.responses import AUTHORIZER_KEY, COUNTED, EXCEPTION_HANDLERS
 from service.api.routes import STATE_KEY, route_handlers
@@ -117,7 +118,7 @@ def create_app(service: Gangplank, settings: ApiSettings | None = None, *, debug
     authorizer = Authorizer(settings)
     replicas = replica_parts(ownership, settings.max_body_size)  # docs/replicas.md (forwarding.py)
     return Litestar(
-        route_handlers=[*route_handlers(), *series_handlers(), *console_handlers(), *replicas.routes],
+        route_handlers=[*route_handlers(), podgroup_router(), *series_handlers(), *console_handlers(), *replicas.routes],
         exception_handlers=EXCEPTION_HANDLERS | replicas.exception_handlers,
         middleware=[_route_middleware(authorizer), *replicas.middleware],
         before_send=[_replica_header(settings.replica_id)] if settings.replica_id else [],

@@ -196,6 +196,40 @@ class WorkloadPage(TypedDict):
     next: int | None
 
 
+class PodGroupObjectStatus(TypedDict):
+    """A PodGroup object's status: its group's view (lifecycle.md *Views*), phase Finished once deleted."""
+    phase: Literal["Pending", "Scheduled", "Completed", "Finished"]
+    deletedAt: int | None
+    minCount: int
+    placedPods: int
+    pendingPods: int
+    succeededPods: int
+    failedPods: int
+    domain: str | None
+    explanation: Explanation | None
+    pods: list[PodStatus]
+    claims: list[ClaimStatus]
+    conditions: list[Condition]  # (the fields of PodGroupStatus but name and parent: the schemas stay flat)
+
+
+class PodGroupView(TypedDict):
+    cluster: str
+    namespace: str
+    name: str
+    workload: str
+    template: str | None
+    priority: int
+    preemptionPolicy: PreemptionPolicy
+    position: int
+    spec: dict[str, Any]  # the resolved pod group
+    status: PodGroupObjectStatus
+
+
+class PodGroupPage(TypedDict):
+    items: list[PodGroupView]
+    next: int | None
+
+
 # -- answers to mutating requests --------------------------------------------------------------------
 
 class Decision(TypedDict):
@@ -226,6 +260,11 @@ class ResourceSliceAnswer(ResourceSliceView):
 
 
 class WorkloadAnswer(WorkloadView):
+    decisions: list[Decision]
+    dryRun: NotRequired[bool]
+
+
+class PodGroupAnswer(PodGroupView):
     decisions: list[Decision]
     dryRun: NotRequired[bool]
 
@@ -514,7 +553,7 @@ ANSWERS: tuple[type, ...] = (
     DeviceClassAnswer, DeviceClassView, DeviceClassList, ResourceSliceAnswer, ResourceSliceView,
     ResourceSliceList, Removal, WorkloadAnswer, WorkloadView, WorkloadPage, EventPage, History, StateView,
     Verification, CheckpointList, WhatIfReport, ReplayReport, ClusterList, Health, Version, Readiness, SchedulerView, Series,
-    SchedulerAnswer, ReplicaList,
+    SchedulerAnswer, ReplicaList, PodGroupView, PodGroupAnswer, PodGroupPage,
 )
 
 _SPEC_REF = {"$ref": REQUEST_SCHEMA.format(model="Workload"), "description": "The workload as submitted."}

@@ -307,6 +307,8 @@ def _input_words(env: dict[str, Any] | None, position: int, names: Names | None 
         return f"{who(d.get('namespace'), d.get('workload'), position)} reported {pods} {at}"
     if t == ev.WORKLOAD_SCALED:
         return audit_lifecycle.scaled_input(d, at)
+    if t in (ev.POD_GROUP_CREATED, ev.POD_GROUP_DELETED):
+        return f"PodGroup {d.get('namespace')}/{name} was {'created' if t == ev.POD_GROUP_CREATED else 'deleted'} {at}"
     if t == ev.NODE_REMOVED:
         return f"node {name} was removed {at}"
     if t == ev.NODE_UPSERTED:
@@ -401,11 +403,13 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             lines += audit_tree.unschedulable(d, when)
         elif t == ev.WORKLOAD_SUBMITTED:
             submitted_at = pos
-            specs = d["spec"]["podGroups"]
-            groups = {g["name"]: _Group(_min_count(g), _size(g)) for g in specs}
+            specs = d["spec"].get("podGroups") or d["spec"].get("podGroupTemplates") or []
+            groups = {g["name"]: _Group(_min_count(g), _size(g)) for g in d["spec"].get("podGroups") or ()}
+            what = "pod group template" if "podGroupTemplates" in d["spec"] else "pod group"
             lines.append(f"{when} Submitted {namespace}/{name} with priority {d['priority']} "
-                         f"({d['preemptionPolicy']}), {_n(len(specs), 'pod group')}: "
-                         + ", ".join(_group_summary(g) for g in specs) + "." + _again(who, namespace, name, pos))
+                         f"({d['preemptionPolicy']}), {_n(len(specs), what)}"
+                         + (": " + ", ".join(_group_summary(g) for g in specs) if specs else "") + "."
+                         + _again(who, namespace, name, pos))
         elif t == ev.POD_GROUP_UNSCHEDULABLE:
             x = d["explanation"]
             msg = x["message"]
@@ -445,6 +449,8 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             lines.extend(_finished(when, d, groups))
         elif t == ev.WORKLOAD_SCALED:
             lines.extend(audit_lifecycle.scaled(when, d, groups, _Group))  # type: ignore[arg-type]
+        elif t in (ev.POD_GROUP_CREATED, ev.POD_GROUP_DELETED):
+            lines.append(audit_lifecycle.podgroup(when, t, d, groups, _Group))  # type: ignore[arg-type]
         elif t == ev.WORKLOAD_DELETED:
             deleted_at = pos
             lines.append(f"{when} Finished: deleted; all its pods and claims were released.")

@@ -1,4 +1,5 @@
-"""`audit explain`'s words for a job's life (lifecycle.md): changes of sizes (WorkloadScaled)."""
+"""`audit explain`'s words for a job's life (lifecycle.md): changes of sizes (WorkloadScaled), PodGroup
+objects created and deleted."""
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -53,3 +54,17 @@ def scaled(when: str, d: dict[str, Any], groups: dict[str, GroupRecord],
     if not lines:
         lines.append(f"{when} A change of sizes that changed nothing.")
     return lines
+
+
+def podgroup(when: str, t: str, d: dict[str, Any], groups: dict[str, GroupRecord], new_group: Any) -> str:
+    """PodGroupCreated / PodGroupDeleted; `groups` follows."""
+    if t == "PodGroupDeleted":
+        groups.pop(d["name"], None)
+        return f"{when} PodGroup {d['name']} deleted: its pods and claims were released."
+    spec = d["spec"]
+    pods = sum(int(p.get("count", 1)) for p in spec.get("pods") or ())
+    gang = (spec.get("schedulingPolicy") or {}).get("gang")
+    groups[d["name"]] = new_group(int(gang["minCount"]) if gang else 1, pods)
+    template = f" from template {d['template']}" if d.get("template") else ""
+    return (f"{when} PodGroup {d['name']} created{template}, priority {d['priority']}: {pods} pods, "
+            + (f"gang minCount {gang['minCount']}" if gang else "basic") + ".")

@@ -56,7 +56,7 @@ class Accepted:
 
     @property
     def created(self) -> bool:
-        return self.command_type == "SubmitWorkload" and not self.dry_run
+        return self.command_type in ("SubmitWorkload", "CreatePodGroup") and not self.dry_run
 
 
 @dataclass

@@ -69,6 +69,8 @@ class QueryService:
         more = False
         for pos in sorted(p for p in state.by_position if p > after):
             wl = state.by_position[pos]
+            if wl.owner is not None:  # a PodGroup object (GET /podgroups lists those)
+                continue
             if namespace is not None and wl.spec.namespace != namespace:
                 continue
             if phase is not None and views.workload_phase(wl) != phase:
@@ -77,6 +79,29 @@ class QueryService:
                 more = True
                 break
             items.append(views.workload_view(state, wl))
+        return {"items": items, "next": items[-1]["position"] if more and items else None}
+
+    async def get_podgroup(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+        state = await self._state(cluster)
+        pg = state.podgroups.get((namespace, name))
+        return views.podgroup_view(state, pg) if pg is not None else None
+
+    async def list_podgroups(self, cluster: str, *, namespace: str | None, workload: str | None, phase: str | None,
+                             limit: int, after: int) -> dict[str, Any]:
+        """A page of PodGroup objects in creation order, deleted ones included (lifecycle.md *Views*)."""
+        state = await self._state(cluster)
+        items: list[dict[str, Any]] = []
+        more = False
+        for pg in sorted((p for p in state.podgroups.values() if p.position > after), key=lambda p: p.position):
+            view = views.podgroup_view(state, pg)
+            if (namespace is not None and pg.spec.namespace != namespace) or \
+                    (workload is not None and pg.spec.name != workload) or \
+                    (phase is not None and view["status"]["phase"] != phase):
+                continue
+            if len(items) == limit:
+                more = True
+                break
+            items.append(view)
         return {"items": items, "next": items[-1]["position"] if more and items else None}
 
     async def events(self, cluster: str, *, after: int, limit: int, wait: float) -> dict[str, Any]:
@@ -172,9 +197,10 @@ class QueryService:
 
 
 def state_view(state: ClusterState, at: int, include_finished: bool) -> dict[str, Any]:
-    listed = [wl for wl in state.by_position.values() if include_finished or wl.deleted_at is None]
+    every = [wl for wl in state.by_position.values() if wl.owner is None]  # PodGroup objects are in their owner's
+    listed = [wl for wl in every if include_finished or wl.deleted_at is None]
     listed.sort(key=lambda w: w.position)
     return {"position": at, "nodes": views.node_views(state),
             "workloads": [views.workload_view(state, wl) for wl in listed],
             "finishedWorkloads": state.finished_before
-            + sum(1 for wl in state.by_position.values() if wl.deleted_at is not None)}
+            + sum(1 for wl in every if wl.deleted_at is not None)}

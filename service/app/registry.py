@@ -51,6 +51,11 @@ def _workload_view(state: ClusterState, name: str, namespace: str | None, decisi
     return views.workload_view(state, state.workloads[(namespace or "", name)])
 
 
+def _podgroup_view(state: ClusterState, name: str, namespace: str | None, decisions: list[Event]) -> dict[str, Any]:
+    pg = state.podgroups[(namespace or "", name)]
+    return views.podgroup_view(state, pg)
+
+
 def _node_view(state: ClusterState, name: str, namespace: str | None, decisions: list[Event]) -> dict[str, Any]:
     return views.node_view(state, name) or {}
 
@@ -98,6 +103,8 @@ COMMANDS: dict[str, CommandSpec] = {spec.type: spec for spec in (
     _spec("DeleteWorkload", None, "workload", "workloads", "workload", _workload_view),
     _spec("FinishPods", "PodStatusReport", "workload", "workloads", "workload", _workload_view),
     _spec("ScaleWorkload", "Scale", "workload", "workloads", "workload", _workload_view),
+    _spec("CreatePodGroup", "PodGroupObject", "workload", "podgroups", "PodGroup", _podgroup_view),
+    _spec("DeletePodGroup", None, "workload", "podgroups", "PodGroup", _podgroup_view),
 )}
 assert COMMANDS.keys() == ACCEPT.keys(), "every accept function has its entry here, and only those"
 COMMAND_TYPES: tuple[str, ...] = tuple(COMMANDS)

@@ -45,13 +45,19 @@ def light_copy(state: ClusterState) -> ClusterState:
     lite = copy.copy(state)
     # the active workloads are those with a group queued or running: O(active), not O(all ever
     # submitted); listed in submission order, as in the full dicts
-    active = {g.workload.position: g.workload for g in (*state.queue.values(), *state.running.values())
+    # (a PodGroup object's group stands for its owner, the workload of templates: `home`)
+    active = {g.workload.home.position: g.workload.home for g in (*state.queue.values(), *state.running.values())
               if g.workload.deleted_at is None}
-    for position in state.finishing:  # live with finished pods: maybe neither queued nor running
-        active[position] = state.by_position[position]
+    for position in state.finishing:  # live with finished pods, or of templates: maybe neither queued nor running
+        wl = state.by_position[position].home
+        active[wl.position] = wl
     ordered = [active[p] for p in sorted(active)]
     lite.workloads = {w.key: w for w in ordered}
     lite.by_position = {w.position: w for w in ordered}
+    for w in ordered:  # a live workload's PodGroup objects (lifecycle.md)
+        lite.by_position.update((g.workload.position, g.workload) for g in w.groups if g.workload is not w)
+    if state.podgroups:
+        lite.podgroups = {k: pg for k, pg in state.podgroups.items() if pg.position in lite.by_position}
     lite.finished_before = state.finished_before + len(state.by_position) - len(lite.by_position)
     return lite
 

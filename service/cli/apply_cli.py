@@ -54,7 +54,10 @@ def run(c: Client, plan: Plan, dry_run: bool) -> int:
             worst = max(worst, 2)
             continue
         try:
-            if item.kind == "Workload":
+            if item.kind == "Workload" and "workloadRef" in item.body:  # a PodGroup object's body (lifecycle.md)
+                from service.cli.lifecycle_commands import create_podgroup
+                typer.echo(create_podgroup(c, item.namespace, item.body, dry_run=dry_run))
+            elif item.kind == "Workload":
                 typer.echo(submit_one(c, item.namespace, item.body, dry_run, plan.conversion))
             else:
                 typer.echo(put_inventory(c, item, dry_run))

@@ -121,3 +121,30 @@ def rendered(event: dict[str, Any]) -> dict[str, Any]:
     return render_decision(t, data) if t in DECISION_TYPES else data
 
 
+def group_lines(g: Any, parent: str | None = None) -> list[str]:
+    """A pod group's lines (an embedded group, a tree's, or a PodGroup object's status), indented."""
+    lines = [f"    Phase:       {g.phase}"]
+    if parent:
+        lines.append(f"    Parent:      {parent}")
+    lines.append(f"    Min Count:   {g.min_count}")
+    lines.append(f"    Placed:      {g.placed_pods}/{len(g.pods)}")
+    if g.succeeded_pods or g.failed_pods:
+        lines.append(f"    Finished:    {g.succeeded_pods} succeeded, {g.failed_pods} failed")
+    if g.domain:
+        lines.append(f"    Domain:      {g.domain if isinstance(g.domain, str) else g.domain.value}")
+    if g.explanation is not None:
+        lines.append(f"    Waiting:     {g.explanation.message}")
+        if g.explanation.preemption:
+            lines.append(f"    Preemption:  {g.explanation.preemption}")
+    lines.append("    Pods:")
+    rows = [[p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")] for p in g.pods]
+    lines += ["      " + row for row in table([["NAME", "PHASE", "NODE"], *rows])]
+    for claim in g.claims:
+        devices = ", ".join(f"{d.pool}/{d.device}" for d in claim.devices) or "<not allocated>"
+        lines.append(f"    Claim {claim.name} ({claim.sharing}): {devices}")
+    if g.conditions:
+        lines.append("    Conditions:")
+        lines += ["      " + row for row in table([["TYPE", "STATUS", "REASON", "MESSAGE"],
+                                                     *([c.type, c.status, c.reason or "", c.message or ""]
+                                                       for c in g.conditions)])]
+    return lines

@@ -46,10 +46,14 @@ def describe(target: list[str] = DescribeTarget, namespace: str | None = Namespa
     kind, name = ("workload", target[0]) if len(target) == 1 else (target[0], target[1])
     if len(target) == 1 and "/" not in name and namespace is None:
         fail(f"error: describe {name!r}: give NS/NAME, workload NAME -n NS or node NAME")
-    if len(target) > 2 or kind not in ("workload", "workloads", "wl", "node", "nodes", "no"):
-        fail(f"error: describe {' '.join(target)!r}: give NS/NAME, workload NS/NAME, workload NAME -n NS "
-             "or node NAME")
-    if kind in ("node", "nodes", "no"):
+    if len(target) > 2 or kind not in ("workload", "workloads", "wl", "node", "nodes", "no", "podgroup", "podgroups"):
+        fail(f"error: describe {' '.join(target)!r}: give NS/NAME, workload NS/NAME, workload NAME -n NS, "
+             "podgroup NS/NAME or node NAME")
+    if kind in ("podgroup", "podgroups"):  # lifecycle.md (lifecycle_commands.py)
+        from service.cli.lifecycle_commands import describe_podgroup
+        ns, found = workload_ref(name, namespace)
+        describe_podgroup(f"{ns}/{found}", server, cluster, token)
+    elif kind in ("node", "nodes", "no"):
         _describe_node(name, server, cluster, token)
     else:
         _describe_workload(workload_ref(name, namespace), position, server, cluster, token)

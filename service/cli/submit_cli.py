@@ -103,7 +103,7 @@ def _follow(c: Client, cluster: str, stages: list[Any]) -> None:
 
 
 
-DeleteTarget = typer.Argument(None, metavar="[workload NS/NAME | workload NAME -n NS]")
+DeleteTarget = typer.Argument(None, metavar="[workload|podgroup NS/NAME | workload NAME -n NS]")
 DeleteFilesOpt = typer.Option(None, "-f", "--filename", metavar="FILE|DIR|-",
                               help="Delete what these manifests give: workloads, and nodes, device classes, slices.")
 
@@ -118,11 +118,16 @@ def delete(target: list[str] | None = DeleteTarget,
     from service.cli.describe_cli import workload_ref
 
     if target:
-        if len(target) != 2 or target[0] not in ("workload", "workloads", "wl") or files:
-            fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|-, workload NS/NAME or workload NAME -n NS")
+        if len(target) != 2 or target[0] not in ("workload", "workloads", "wl", "podgroup", "podgroups") or files:
+            fail(f"error: delete {' '.join(target)!r}: give -f FILE|DIR|-, workload NS/NAME, workload NAME -n NS "
+                 "or podgroup NS/NAME")
         ns, name = workload_ref(target[1], namespace)
         with connect(server, cluster, token) as c:
-            _delete_one(c, ns, name)
+            if target[0].startswith("podgroup"):  # lifecycle.md
+                from service.cli.lifecycle_commands import delete_podgroup
+                delete_podgroup(c, ns, name)
+            else:
+                _delete_one(c, ns, name)
         return
     if not files:
         fail("error: give -f FILE|DIR|- or `delete workload NS/NAME`")

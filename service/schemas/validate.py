@@ -26,11 +26,13 @@ from service.schemas.errors import InputValidationError, pydantic_errors
 from service.schemas.groups import MAX_PODS_PER_WORKLOAD
 from service.schemas.inventory import Node, PriorityClass
 from service.schemas.lifecycle import PodStatusReport, Scale, podstatus_cross_field_errors
+from service.schemas.podgroups import PodGroupObject
 from service.schemas.scheduler import SchedulerConfiguration
 from service.schemas.scheduling import taint_errors
 from service.schemas.workload import Workload
 
-BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload", "PodStatusReport", "Scale"]
+BodyKind = Literal["Node", "DeviceClass", "ResourceSlice", "PriorityClass", "Workload", "PodStatusReport", "Scale",
+                   "PodGroupObject"]
 BODY_MODELS: dict[str, type[StrictModel]] = {
     "Node": Node,
     "DeviceClass": DeviceClass,
@@ -40,6 +42,7 @@ BODY_MODELS: dict[str, type[StrictModel]] = {
     "SchedulerConfiguration": SchedulerConfiguration,
     "PodStatusReport": PodStatusReport,
     "Scale": Scale,
+    "PodGroupObject": PodGroupObject,
 }
 # Kinds whose name is the object's address (the URL path, the Kafka envelope): an optional
 # `name` in the body must equal it, and is dropped from the validated body.
@@ -297,6 +300,6 @@ def validate_body(kind: str, raw: bytes | bytearray | memoryview | str | dict[st
         raise InputValidationError(errors)
     if kind in ADDRESSED_BY_NAME:
         body.pop("name", None)
-    if kind == "Workload":
+    if kind in ("Workload", "PodGroupObject"):
         body.pop("namespace", None)
     return body

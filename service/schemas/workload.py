@@ -21,12 +21,14 @@ from service.schemas.groups import (
     ResourceClaimTemplate,
 )
 from service.schemas.names import DNSLabel, DNSSubdomain
+from service.schemas.podgroups import MAX_POD_GROUP_TEMPLATES, PodGroupTemplate
 
 
 class Workload(StrictModel):
     """A workload: `POST /v1/clusters/{cluster}/namespaces/{namespace}/workloads`."""
     model_config = {**StrictModel.model_config,
-                    "json_schema_extra": {"oneOf": [{"required": ["podGroups"]}, {"required": ["compositePodGroups"]}]}}
+                    "json_schema_extra": {"oneOf": [{"required": ["podGroups"]}, {"required": ["compositePodGroups"]},
+                                                   {"required": ["podGroupTemplates"]}]}}
     name: DNSLabel
     namespace: DNSLabel = Field(None, description="Optional; when given, it must equal the namespace in the path.")
     priority: StrictInt = Field(None, ge=PRIORITY_MIN, le=PRIORITY_MAX,  # type: ignore[assignment]  # may be absent, never null: see StrictModel
@@ -38,6 +40,9 @@ class Workload(StrictModel):
     composite_pod_groups: list[CompositePodGroup] = Field(
         None, min_length=1, max_length=MAX_POD_GROUPS,  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
         description="A tree of composite pod groups (composite.md); or podGroups, never both.")
+    pod_group_templates: list[PodGroupTemplate] = Field(
+        None, max_length=MAX_POD_GROUP_TEMPLATES,  # type: ignore[arg-type]  # may be absent, never null: see StrictModel
+        description="Templates of PodGroup objects created later (lifecycle.md); or podGroups, or compositePodGroups.")
     resource_claims: list[ResourceClaimEntry] = Field(default_factory=list, max_length=MAX_CLAIMS)
     resource_claim_templates: list[ResourceClaimTemplate] = Field(default_factory=list, max_length=MAX_TEMPLATES)
 
@@ -46,10 +51,14 @@ class Workload(StrictModel):
         errors: Errors = []
         if self.priority is not None and self.priority_class_name is not None:
             errors.append((("priorityClassName",), "must not be set together with priority"))
-        if self.pod_groups is None and self.composite_pod_groups is None:
-            errors.append((("podGroups",), "Field required (or compositePodGroups: a tree)"))
-        elif self.pod_groups is not None and self.composite_pod_groups is not None:
-            errors.append((("compositePodGroups",), "must not be set together with podGroups"))
+        given = [k for k, v in (("podGroups", self.pod_groups), ("compositePodGroups", self.composite_pod_groups),
+                                ("podGroupTemplates", self.pod_group_templates)) if v is not None]
+        if not given:
+            errors.append((("podGroups",), "Field required (or compositePodGroups: a tree, or podGroupTemplates)"))
+        for later in given[1:]:
+            errors.append(((later,), f"must not be set together with {given[0]}"))
+        if self.pod_group_templates is not None:
+            _duplicates(errors, ("podGroupTemplates",), [t.name for t in self.pod_group_templates])
         if self.pod_groups is not None:
             _duplicates(errors, ("podGroups",), [g.name for g in self.pod_groups])
         if self.composite_pod_groups is not None:
@@ -73,6 +82,10 @@ class Workload(StrictModel):
                                    f"no resourceClaimTemplates entry named {claim.resource_claim_template_name!r}"))
 
         check_claims(("resourceClaims",), self.resource_claims)
+        for t, template in enumerate(self.pod_group_templates or ()):
+            check_claims(("podGroupTemplates", t, "resourceClaims"), template.resource_claims)
+            for p, entry in enumerate(template.pods or ()):
+                check_claims(("podGroupTemplates", t, "pods", p, "resourceClaims"), entry.resource_claims)
         for loc, group in groups:
             check_claims((*loc, "resourceClaims"), group.resource_claims)
             for p, entry in enumerate(group.pods):

@@ -40,9 +40,9 @@ AHEAD_IN_SCHEMAS = {
 # The client's views share one base with the fields of an answer to a mutating request (`decisions`,
 # `dryRun`); the read views (GET) have neither.
 MUTATION_FIELDS = {"decisions", "dryRun"}
-READ_VIEWS = {"NodeView", "DeviceClassView", "ResourceSliceView", "PriorityClassView", "WorkloadView"}
+READ_VIEWS = {"NodeView", "DeviceClassView", "ResourceSliceView", "PriorityClassView", "WorkloadView", "PodGroupView"}
 BODIES = {"Workload": m.WorkloadSpec, "Node": m.NodeSpec, "PriorityClass": m.PriorityClassSpec,
-          "DeviceClass": m.DeviceClassSpec, "ResourceSlice": m.ResourceSliceSpec}
+          "DeviceClass": m.DeviceClassSpec, "ResourceSlice": m.ResourceSliceSpec, "PodGroupObject": m.PodGroupObjectSpec}
 
 
 def _items(model: type[BaseModel]) -> type[BaseModel]:
@@ -67,6 +67,8 @@ RESPONSES: dict[str, tuple[str, type[BaseModel], type[BaseModel] | None]] = {
     "deleteWorkload": ("200", m.WorkloadView, None), "listWorkloads": ("200", m.WorkloadPage, None),
     "reportPodStatus": ("200", m.WorkloadView, None),
     "scaleWorkload": ("200", m.WorkloadView, None),
+    "createPodGroup": ("201", m.PodGroupView, m.PodGroupObjectSpec), "getPodGroup": ("200", m.PodGroupView, None),
+    "deletePodGroup": ("200", m.PodGroupView, None), "listPodGroups": ("200", m.PodGroupPage, None),
     "listNamespaceWorkloads": ("200", m.WorkloadPage, None),
     "getWorkloadHistory": ("200", m.History, None), "listEvents": ("200", m.EventPage, None),
     "getState": ("200", m.StateView, None), "verifyChain": ("200", m.Verification, None),

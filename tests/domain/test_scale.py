@@ -41,9 +41,9 @@ def assert_consistent(state: ClusterState) -> None:
             assert len(g.node_of) == len(g.placed_at) == len(g.spec.pod_names)
             assert g.placed == sum(1 for n in g.node_of if n >= 0)
             for pod, row in enumerate(g.node_of):
-                if row >= 0:
-                    assert (wl.position, g.index, pod) in state.node_pods[row]
-                    seen.add((wl.position, g.index, pod))
+                if row >= 0:  # (a PodGroup object's group is in its owner's list: g.workload is its own)
+                    assert (g.workload.position, g.index, pod) in state.node_pods[row]
+                    seen.add((g.workload.position, g.index, pod))
             if g.placed:
                 assert state.running[g.running_key] is g
     assert seen == {t for row in state.node_pods for t in row}

@@ -10,9 +10,10 @@ kubectl and the official Python client (`ApiClient().sanitize_for_serialization`
 Nothing raises anything but `ManifestError` (a ValueError) naming the object and the path.
 """
 from gangplank_client.kube._conversion import SERVED, Conversion, Stage, Wait, convert, to_workload
+from gangplank_client.kube._objects import to_objects
 from gangplank_client.kube._read import ManifestError, generated_name, load, read_sources
 
 KINDS = SERVED
 
 __all__ = ["KINDS", "SERVED", "Conversion", "ManifestError", "Stage", "Wait", "convert", "generated_name", "load",
-           "read_sources", "to_workload"]
+           "read_sources", "to_objects", "to_workload"]

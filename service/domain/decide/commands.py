@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from service.domain.decide import lifecycle, scale
+from service.domain.decide import lifecycle, podgroups, scale
 from service.domain.model import events as ev
 from service.domain.model.composite import group_bodies
 from service.domain.model.rejection import Accepted, Rejection
@@ -98,18 +98,11 @@ def submit_workload(state: ClusterState, name: str, namespace: str | None,
     too_many = _too_many_resources(state, requested, ("body", "podGroups"))
     if too_many is not None:
         return too_many
-    priority = body.get("priority")
-    policy = body.get("preemptionPolicy")
-    class_name = body.get("priorityClassName")
-    if class_name is not None:
-        pc = state.priority_classes.get(class_name)
-        if pc is None:
-            return Rejection(422, "UnknownPriorityClass", f"priority class {class_name!r} does not exist",
-                             ("body", "priorityClassName"))
-        priority = pc.value if priority is None else priority
-        policy = policy or pc.preemption_policy
-    return ev.WORKLOAD_SUBMITTED, {"namespace": ns, "name": name, "priority": int(priority or 0),
-                                   "preemptionPolicy": policy or PREEMPT_LOWER, "spec": body}
+    resolved = podgroups.resolve_priority(state, body, (0, PREEMPT_LOWER))
+    if isinstance(resolved, Rejection):
+        return resolved
+    return ev.WORKLOAD_SUBMITTED, {"namespace": ns, "name": name, "priority": resolved[0],
+                                   "preemptionPolicy": resolved[1], "spec": body}
 
 
 def delete_workload(state: ClusterState, name: str, namespace: str | None,
@@ -121,6 +114,16 @@ def delete_workload(state: ClusterState, name: str, namespace: str | None,
     if wl.deleted_at is not None:
         return Rejection(404, "NotFound", f"workload {ns}/{name} was already deleted")
     return ev.WORKLOAD_DELETED, {"namespace": ns, "name": name}
+
+
+def create_pod_group(state: ClusterState, name: str, namespace: str | None,
+                     body: dict[str, Any]) -> Accepted | Rejection:
+    """PodGroupCreated (podgroups.py), its pods held to the cluster's bound on resource names."""
+    accepted = podgroups.create_pod_group(state, name, namespace, body)
+    if isinstance(accepted, Rejection):
+        return accepted
+    requested = {r for p in accepted[1]["spec"]["pods"] for r in p.get("requests") or {}}
+    return _too_many_resources(state, requested, ("body", "pods")) or accepted
 
 
 def configure_scheduler(state: ClusterState, name: str, namespace: str | None,
@@ -143,6 +146,8 @@ ACCEPT: dict[str, AcceptFn] = {
     "DeleteWorkload": delete_workload,
     "FinishPods": lifecycle.finish_pods,
     "ScaleWorkload": scale.scale,
+    "CreatePodGroup": create_pod_group,
+    "DeletePodGroup": podgroups.delete_pod_group,
 }
 
 

@@ -77,6 +77,9 @@ def _decide(state: ClusterState, input_event: ev.Event, emit: Callable[[str, dic
             _pass(state, emit, only=[r for r in tr.roots_of(wl) if r.key in state.queue])  # type: ignore[misc]
         else:
             _pass(state, emit, only=[g for g in wl.groups if g.pending])
+    elif input_event.type == ev.POD_GROUP_CREATED:  # adds no room: it is tried alone (lifecycle.md)
+        pg = state.podgroups[(input_event.data["namespace"], input_event.data["name"])]
+        _pass(state, emit, only=[g for g in pg.groups if g.pending])
     elif input_event.type == ev.WORKLOAD_SCALED and not resize.frees_room(input_event.data):
         # brings pods, adds no room: tries what it changed, as a submission does (lifecycle.md)
         wl = state.workloads[(input_event.data["namespace"], input_event.data["workload"])]

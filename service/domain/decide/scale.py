@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.domain.decide.lifecycle import live_workload
-from service.domain.fold.resize import Merged, Refused, bad, merge, spec_of
+from service.domain.fold.resize import Merged, Refused, bad, merge, spec_of, targets
 from service.domain.model import composite as shape
 from service.domain.model import events as ev
 from service.domain.model import gang
@@ -191,13 +191,28 @@ def scale(state: ClusterState, name: str, namespace: str | None, body: dict[str,
     wl = live_workload(state, ns, name)
     if isinstance(wl, Rejection):
         return wl
+    groups: list[dict[str, Any]] = []
+    cpgs: list[dict[str, Any]] = []
     try:
-        merged = merge(wl.body, body)
-        check(merged)
-        new = spec_of(wl, merged.body)
-        _refusals(wl, new)
+        for target, patch, index in targets(wl, body):
+            try:
+                merged = merge(target.body, patch)
+                check(merged)
+            except Refused as refused:  # a PodGroup object's body is its entry of `podGroups`
+                raise _at_entry(refused, index) if target is not wl else refused from None
+            new = spec_of(target, merged.body)
+            _refusals(target, new)
+            groups += _group_records(state, target, new)
+            cpgs += _cpg_records(target, new)
     except Refused as refused:
         return refused.rejection
-    return ev.WORKLOAD_SCALED, {"namespace": ns, "workload": name, "patch": body,
-                                "podGroups": _group_records(state, wl, new),
-                                "compositePodGroups": _cpg_records(wl, new)}
+    return ev.WORKLOAD_SCALED, {"namespace": ns, "workload": name, "patch": body, "podGroups": groups,
+                                "compositePodGroups": cpgs}
+
+
+def _at_entry(refused: Refused, index: int) -> Refused:
+    r = refused.rejection
+    loc = r.loc
+    if loc is not None and loc[1:3] == ("podGroups", 0):
+        loc = (*loc[:2], index, *loc[3:])
+    return Refused(Rejection(r.status, r.reason, r.detail, loc))

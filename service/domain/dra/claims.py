@@ -1,7 +1,8 @@
 """Claim templates, and which claims each pod of a group uses (model.md *Devices*).
 
 Claim keys: ("Pod", workload position, group index, pod index, name),
-("PodGroup", workload position, group index, name), ("Workload", workload position, name).
+("PodGroup", workload position, group index, name), ("Workload", workload position, name); a PodGroup
+object's workload claims are its owner's (`Workload.home`), shared by every PodGroup of it.
 """
 from __future__ import annotations
 
@@ -184,7 +185,7 @@ def key(g: Group, pod: int, use: Use) -> ClaimKey:
         return (POD, g.workload.position, g.index, pod, use.name)
     if use.sharing == GROUP:
         return (GROUP, g.workload.position, g.index, use.name)
-    return (WORKLOAD, g.workload.position, use.name)
+    return (WORKLOAD, g.workload.home.position, use.name)
 
 
 def key_of(g: Group, desc: dict[str, Any]) -> ClaimKey | None:
@@ -195,7 +196,7 @@ def key_of(g: Group, desc: dict[str, Any]) -> ClaimKey | None:
     if sharing == GROUP:
         return (GROUP, g.workload.position, g.index, desc["name"])
     if sharing == WORKLOAD:
-        return (WORKLOAD, g.workload.position, desc["name"])
+        return (WORKLOAD, g.workload.home.position, desc["name"])
     return None
 
 

@@ -3,7 +3,7 @@ preemption simulation gives back, and the pods a slice change leaves without the
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,17 @@ class Loss:
     claims: list[dict[str, Any]]
 
 
+def usable_keys(ds: DeviceState, wl: Workload) -> Collection[ClaimKey]:
+    """The live claims a workload's pods may use: its own and, for a PodGroup object, its owner's
+    workload claims (lifecycle.md: shared by all its PodGroups, allocated once)."""
+    own = ds.by_workload.get(wl.position, ())
+    home = wl.home
+    if home is wl:
+        return own
+    shared = [k for k in ds.by_workload.get(home.position, ()) if k[0] == WORKLOAD]
+    return [*own, *shared] if shared else own
+
+
 class Release:
     """The devices victim units give back, prefix by prefix of the removal order: their pods'
     own claims, and a group (workload) claim once no pod of its group (workload) is left."""
@@ -44,13 +55,14 @@ class Release:
             if id(g) not in left:
                 left[id(g)] = g.placed
             wl = g.workload
-            if wl.position not in wl_left:
-                wl_left[wl.position] = sum(1 for o in wl.groups if o.placed)
+            home = wl.home  # whose workload claims its pods share (a PodGroup object's owner)
+            if home.position not in wl_left:
+                wl_left[home.position] = sum(1 for o in home.groups if o.placed)
             ids: list[int] = []
             shares: list[tuple[int, tuple[tuple[str, int], ...]]] = []
             take = functools.partial(_take, ids, shares)
 
-            keys = ds.by_workload.get(wl.position, ())
+            keys = usable_keys(ds, wl)
             if keys:
                 info = cl.info(ds, g)
                 for p in pods:
@@ -65,14 +77,14 @@ class Release:
                         a = ds.claims.get(cl.key(g, -1, use))
                         if a is not None:
                             take(a)
-                    wl_left[wl.position] -= 1
-                    if wl_left[wl.position] == 0:
+                    wl_left[home.position] -= 1
+                    if wl_left[home.position] == 0:
                         for key in sorted(k for k in keys if k[0] == WORKLOAD):
                             take(ds.claims[key])
             else:
                 left[id(g)] -= len(pods)
                 if left[id(g)] == 0:
-                    wl_left[wl.position] -= 1
+                    wl_left[home.position] -= 1
             self.freed.append(np.array(ids, dtype=np.int64))
             self.shares.append(shares)
         self.applied = 0
@@ -113,10 +125,11 @@ class Reprieve:
             wl = g.workload
             if id(g) not in self.placed:
                 self.placed[id(g)] = g.placed
-            if wl.position not in self.wl_placed:
-                self.wl_placed[wl.position] = sum(o.placed for o in wl.groups)
+            home = wl.home
+            if home.position not in self.wl_placed:
+                self.wl_placed[home.position] = sum(o.placed for o in home.groups)
             self.placed[id(g)] -= len(pods)
-            self.wl_placed[wl.position] -= len(pods)
+            self.wl_placed[home.position] -= len(pods)
         self.pending: dict[int, dict[str, int]] = {}  # what the units kept so far consume again
 
     def _taken_back(self, members: list[tuple[Group, list[int]]]) -> list[Allocation]:
@@ -125,7 +138,7 @@ class Reprieve:
         workloads: set[int] = set()
         for g, pods in members:
             wl = g.workload
-            keys = ds.by_workload.get(wl.position, ())
+            keys = usable_keys(ds, wl)
             if not keys:
                 continue
             info = cl.info(ds, g)
@@ -135,8 +148,8 @@ class Reprieve:
                         out.append(a)
             if self.placed[id(g)] == 0:
                 out.extend(a for use in info.group_uses if (a := ds.claims.get(cl.key(g, -1, use))) is not None)
-            if self.wl_placed[wl.position] == 0 and wl.position not in workloads:
-                workloads.add(wl.position)
+            if self.wl_placed[wl.home.position] == 0 and wl.home.position not in workloads:
+                workloads.add(wl.home.position)
                 out.extend(ds.claims[k] for k in sorted(k for k in keys if k[0] == WORKLOAD))
         return out
 
@@ -165,7 +178,7 @@ class Reprieve:
                 back[name] = back.get(name, 0) + v
         for g, pods in members:
             self.placed[id(g)] += len(pods)
-            self.wl_placed[g.workload.position] += len(pods)
+            self.wl_placed[g.workload.home.position] += len(pods)
         return True
 
 
@@ -186,7 +199,7 @@ def held_devices(allocations: list[Allocation]) -> set[int]:
 def unit_conflicts(ds: DeviceState, held: set[int], g: Group, pods: list[int]) -> bool:
     """Would putting these pods back take back any device in `held` (the preemptor's)?
     Counts their own claims and their group's and workload's claims."""
-    keys = ds.by_workload.get(g.workload.position)
+    keys = usable_keys(ds, g.workload)
     if not keys or not held:
         return False
     pods_set = set(pods)
@@ -206,12 +219,12 @@ def claims_released(ds: DeviceState, nodes: NodeTable, g: Group, pods: list[int]
     it stays placed; and a shared claim holding a device that only a removed node reached,
     once none of its consumers stays placed."""
     wl = g.workload
-    keys = ds.by_workload.get(wl.position)
+    keys = usable_keys(ds, wl)
     if not keys:
         return []
     released = {p for p in pods if g.node_of[p] >= 0}
     remaining = g.placed - len(released)
-    wl_empty = remaining == 0 and all(o.placed == 0 for o in wl.groups if o is not g)
+    wl_empty = remaining == 0 and all(o.placed == 0 for o in wl.home.groups if o is not g)
     info = cl.info(ds, g)
     out: list[ClaimKey] = []
     for p in sorted(released):
@@ -236,7 +249,7 @@ def _orphaned(ds: DeviceState, nodes: NodeTable, key: ClaimKey, g: Group, releas
     if all(ds.usable(nodes, d) for d in alloc.device_ids):
         return False
     wl = g.workload
-    groups = [wl.groups[key[2]]] if key[0] == GROUP else wl.groups
+    groups = [wl.groups[key[2]]] if key[0] == GROUP else wl.home.groups
     for o in groups:
         info = cl.info(ds, o)
         for p, node in enumerate(o.node_of):

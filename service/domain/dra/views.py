@@ -59,7 +59,7 @@ def describe_allocations(ds: DeviceState, g: Group, allocations: list[Allocation
 
 def claim_views(ds: DeviceState, g: Group) -> list[dict[str, Any]]:
     """The allocated claims the group uses: its own, the workload's it uses, its pods'."""
-    if not ds.by_workload.get(g.workload.position):
+    if not ds.by_workload.get(g.workload.position) and not ds.by_workload.get(g.workload.home.position):
         return []
     info = cl.info(ds, g)
     out = []

@@ -113,6 +113,8 @@ def _submitted(state: ClusterState, e: ev.Event) -> None:
     for ci in spec.roots:
         state.sync_root(wl.composites[ci])
     wl.events.append(e.position)
+    if "podGroupTemplates" in wl.body:  # live without pods of its own: light snapshots keep it (snapshots.py)
+        state.keep_live(wl)
 
 
 def _class_key(wl: Workload, g: Group) -> tuple[Any, ...] | None:
@@ -144,17 +146,66 @@ def _deleted(state: ClusterState, e: ev.Event) -> None:
         if g.placed:
             state.release_pods(g, [pod for pod, node in enumerate(g.node_of) if node >= 0])
     dra.workload_released(state.dra, wl)
-    wl.deleted_at = e.position
-    if wl.position in state.finishing:
-        state.finishing.discard(wl.position)
+    for pg in {id(g.workload): g.workload for g in wl.groups if g.workload is not wl}.values():
+        _gone(state, pg, e.position)  # its live PodGroup objects go with it (lifecycle.md)
+    _gone(state, wl, e.position)
     for g in wl.groups:
         state.sync_queue(g)
     for ci in wl.spec.roots:
         state.sync_root(wl.composites[ci])
     wl.events.append(e.position)
+    if "podGroupTemplates" not in wl.body:  # a workload of templates keeps its PodGroups' groups
+        wl.compact()
+
+
+def _gone(state: ClusterState, wl: Workload, position: int) -> None:
+    """A workload (or PodGroup object) deleted: its claims, its cached request vectors."""
+    dra.workload_released(state.dra, wl)
+    wl.deleted_at = position
+    if wl.position in state.finishing:
+        state.finishing.discard(wl.position)
     for shape in range(len(wl.spec.shapes)):
         state._shape_vectors.pop((wl.position, shape), None)
-    wl.compact()
+
+
+def _podgroup_created(state: ClusterState, e: ev.Event) -> None:
+    """PodGroupCreated (lifecycle.md *Creating a PodGroup*): a workload of its own, with one group,
+    at its priority and creation position, sharing its owner's name, claims and history."""
+    owner = state.workloads[(e.data["namespace"], e.data["workload"])]
+    body = {"podGroups": [e.data["spec"]], "resourceClaims": owner.body.get("resourceClaims") or [],
+            "resourceClaimTemplates": owner.body.get("resourceClaimTemplates") or []}
+    spec = workload_from_submission({"namespace": owner.spec.namespace, "name": owner.spec.name,
+                                     "priority": e.data["priority"], "preemptionPolicy": e.data["preemptionPolicy"],
+                                     "spec": body})
+    pg = Workload(spec=spec, body=body, position=e.position, events=owner.events)
+    pg.owner, pg.template = owner, e.data["template"]
+    gs = spec.groups[0]
+    g = Group(workload=pg, index=0, spec=gs, node_of=[-1] * len(gs.pod_names), placed_at=[None] * len(gs.pod_names))
+    g.class_key = _class_key(pg, g)
+    pg.groups.append(g)
+    owner.groups.append(g)
+    state.add_podgroup(pg, e.data["name"])
+    for shape in range(len(spec.shapes)):
+        state.shape_vector(pg, shape)
+    state.sync_queue(g)
+    owner.events.append(e.position)
+
+
+def _podgroup_deleted(state: ClusterState, e: ev.Event) -> None:
+    """PodGroupDeleted (lifecycle.md *Deleting a PodGroup*): its pods and claims released, and the
+    workload's claims when no other pod group of the workload has a pod Running."""
+    pg = state.podgroups[(e.data["namespace"], e.data["name"])]
+    g = pg.groups[0]
+    running = [pod for pod, node in enumerate(g.node_of) if node >= 0]
+    if running:
+        claims = dra.claims_released(state.dra, state.nodes, g, running)
+        state.release_pods(g, running)
+        dra.claims_dropped(state.dra, g, claims)
+    _gone(state, pg, e.position)
+    assert pg.owner is not None
+    pg.owner.groups.remove(g)
+    state.sync_queue(g)
+    pg.owner.events.append(e.position)
 
 
 def _rejected(state: ClusterState, e: ev.Event) -> None:
@@ -324,7 +375,8 @@ def _scaled(state: ClusterState, e: ev.Event) -> None:
             state.release_pods(g, indices)
             dra.claims_dropped(state.dra, g, claims)
     was_scheduled = {g.spec.name: g.scheduled for g in wl.groups}
-    resize.rebind(state, wl, resize.merge(wl.body, e.data["patch"]).body, _class_key)
+    for target, patch, _ in resize.targets(wl, e.data["patch"]):
+        resize.rebind(state, target, resize.merge(target.body, patch).body, _class_key)
     changed = {r["podGroup"]: r for r in e.data["podGroups"] if r["change"] != "Removed"}
     for g in wl.groups:
         record = changed.get(g.spec.name)
@@ -357,7 +409,7 @@ def _preempted(state: ClusterState, e: ev.Event) -> None:
                 wl.composites[cj].conditions["DisruptionTarget"] = disruption_target(pre, e.position)
         _composites_changed(wl, e.position)
     preemptor = state.workloads.get((pre["namespace"], pre["workload"]))
-    if preemptor is not None and preemptor is not g.workload:
+    if preemptor is not None and preemptor.events is not g.workload.events:  # PodGroups share their owner's
         preemptor.events.append(e.position)
 
 
@@ -454,6 +506,8 @@ FOLDS: dict[str, Fold] = {
     ev.SCHEDULER_CONFIGURED: Fold(_scheduler_configured),
     ev.PODS_FINISHED: Fold(_pods_finished, "_lifecycle"),
     ev.WORKLOAD_SCALED: Fold(_scaled, "_lifecycle"),
+    ev.POD_GROUP_CREATED: Fold(_podgroup_created, "_lifecycle"),
+    ev.POD_GROUP_DELETED: Fold(_podgroup_deleted, "_lifecycle"),
     ev.POD_GROUP_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
     ev.PODS_SCHEDULED: Fold(_scheduled, "_scheduled", "_scheduled_lean"),
     ev.POD_GROUP_UNSCHEDULABLE: Fold(_unschedulable, "_unschedulable"),

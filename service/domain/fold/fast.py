@@ -43,7 +43,7 @@ from service.domain.state.cluster import JOURNAL_MAX, ClusterState, Workload
 Row = tuple[int, str, int, Any]  # (position, type, schemaVersion, data dict or JSON text)
 
 _CURRENT = ev.SCHEMA_VERSIONS
-_LIFECYCLE = frozenset({ev.PODS_FINISHED, ev.WORKLOAD_SCALED})
+_LIFECYCLE = frozenset({ev.PODS_FINISHED, ev.WORKLOAD_SCALED, ev.POD_GROUP_CREATED, ev.POD_GROUP_DELETED})
 _NULL = msgspec.Raw(b"null")
 _JOURNAL_FULL = JOURNAL_MAX  # below it, ClusterState._journal is a plain append
 

@@ -118,6 +118,26 @@ def _merge_entry(out: Merged, spec: dict[str, Any], patch: dict[str, Any], spec_
     return new
 
 
+def targets(wl: Workload, patch: dict[str, Any]) -> list[tuple[Workload, dict[str, Any], int]]:
+    """What a scale body changes: (a workload, the body for it, the entry's index in `podGroups`).
+    The workload itself; for a workload of templates, each PodGroup object its `podGroups` name
+    (a PodGroup object is a workload of its own: lifecycle.md *Scheduling a PodGroup object*)."""
+    if "podGroupTemplates" not in wl.body:
+        return [(wl, patch, 0)]
+    if patch.get("compositePodGroups") is not None:
+        raise bad(("compositePodGroups",), "a workload of templates has no compositePodGroups: name its PodGroup "
+                                           "objects in podGroups")
+    live = {g.spec.name: g.workload for g in wl.groups}
+    out = []
+    for i, entry in enumerate(patch.get("podGroups") or ()):
+        pg = live.get(entry["name"])
+        if pg is None:
+            raise bad(("podGroups", i, "name"), f"workload {wl.spec.namespace}/{wl.spec.name} has no live PodGroup "
+                                                f"object named {entry['name']!r}")
+        out.append((pg, {"podGroups": [entry]}, i))
+    return sorted(out, key=lambda t: t[0].position)  # view order: creation order
+
+
 def spec_of(wl: Workload, body: dict[str, Any]) -> WorkloadSpec:
     s = wl.spec
     return workload_from_submission({"namespace": s.namespace, "name": s.name, "priority": s.priority,

@@ -156,7 +156,7 @@ def depth_errors(roots: list[dict[str, Any]]) -> list[tuple[Loc, str]]:
 def group_bodies(body: dict[str, Any]) -> list[dict[str, Any]]:
     """Every pod group body of a workload (flat or tree, unexpanded): for checks that look
     at each group's pods once (requested resources, say)."""
-    out: list[dict[str, Any]] = list(body.get("podGroups") or ())
+    out: list[dict[str, Any]] = list(body.get("podGroups") or ()) + list(body.get("podGroupTemplates") or ())
     stack = list(body.get("compositePodGroups") or ())
     while stack:
         entry = stack.pop()

@@ -150,7 +150,7 @@ def workload_from_submission(data: dict[str, Any]) -> WorkloadSpec:
     shapes: list[PodShape] = []
     shape_index: dict[PodShape, int] = {}
     groups: list[GroupSpec] = []
-    for g in body["podGroups"]:
+    for g in body.get("podGroups") or ():  # none in a workload of templates (lifecycle.md)
         policy = g.get("schedulingPolicy") or {"basic": {}}
         gang = "gang" in policy
         names: list[str] = []

@@ -117,6 +117,17 @@ class Workload:
     previous: int | None = None
     # positions of events about it (history); an array once finished (compact)
     events: list[int] | array[int] = field(default_factory=list)
+    # a PodGroup object (lifecycle.md) is a workload of its own, with one group: `owner` is the
+    # workload of templates it belongs to (whose name its events carry, and whose history and
+    # workload claims it shares), `template` the template it was created from
+    # (class attributes, not fields: a plain workload's instance dict is as before PodGroup objects)
+    owner = None  # type: Workload | None
+    template = None  # type: str | None
+
+    @property
+    def home(self) -> Workload:
+        """The workload whose claims this one's pods share: its owner for a PodGroup object."""
+        return self.owner if self.owner is not None else self
 
     @property
     def key(self) -> tuple[str, str]:

@@ -136,6 +136,29 @@ def incarnations(state: ClusterState) -> dict[tuple[str, str], list[int]]:
     return out
 
 
+_POD_GROUP_STATUS = ("minCount", "placedPods", "pendingPods", "succeededPods", "failedPods", "domain",
+                     "explanation", "pods", "claims", "conditions")
+
+
+def podgroup_view(state: ClusterState, pg: Workload) -> dict[str, Any]:
+    """A PodGroup object (lifecycle.md *Views*): its references, the resolved pod group, and its
+    group's view as `status` (phase Finished once deleted)."""
+    g = pg.groups[0]
+    view = group_view(state, g)
+    return {
+        "cluster": state.cluster, "namespace": pg.spec.namespace, "name": g.spec.name, "workload": pg.spec.name,
+        "template": pg.template, "priority": pg.spec.priority, "preemptionPolicy": pg.spec.preemption_policy,
+        "position": pg.position, "spec": pg.body["podGroups"][0],
+        "status": {"phase": "Finished" if pg.deleted_at is not None else view["phase"], "deletedAt": pg.deleted_at,
+                   **{k: view[k] for k in _POD_GROUP_STATUS}},
+    }
+
+
+def podgroup_views(state: ClusterState) -> list[dict[str, Any]]:
+    """Every PodGroup object, live and deleted, in creation order."""
+    return [podgroup_view(state, pg) for pg in sorted(state.podgroups.values(), key=lambda p: p.position)]
+
+
 def object_views(state: ClusterState, kind: str) -> list[dict[str, Any]]:
     if kind == "priorityclasses":
         return [{"name": pc.name, "value": pc.value, "preemptionPolicy": pc.preemption_policy}
@@ -166,8 +189,13 @@ def canonical(state: ClusterState) -> dict[str, Any]:
                            "everScheduled": g.ever_scheduled} for g in wl.groups],
              "internalComposites": [{"needsExplanation": c.needs_explanation, "everScheduled": c.ever_scheduled}
                                     for c in wl.composites]}
-            for wl in sorted(state.by_position.values(), key=lambda w: w.position)],  # every incarnation
+            for wl in sorted(state.by_position.values(), key=lambda w: w.position)
+            if wl.owner is None],  # every incarnation (PodGroup objects: below)
         "queue": [list(k) for k in state.queue.keys()],
         "running": [list(k) for k in state.running.keys()],
         "devices": dra.canonical(state.dra),
+        "podgroups": [{**v, "internal": {"placedAt": pg.groups[0].placed_at,
+                                         "needsExplanation": pg.groups[0].needs_explanation}}
+                      for pg, v in zip(sorted(state.podgroups.values(), key=lambda p: p.position),
+                                       podgroup_views(state))],
     }

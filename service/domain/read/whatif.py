@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
+from service.domain.decide.commands import Rejection, accept
 from service.domain.decide.decider import handle
 from service.domain.fold.evolve import evolve
 from service.domain.model import events as ev
@@ -306,6 +307,8 @@ class _WhatIfRun:
             return data if wl is not None and wl.deleted_at is None and same else None
         if t == ev.PODS_FINISHED:
             return _running(state, data)
+        if t in (ev.WORKLOAD_SCALED, ev.POD_GROUP_CREATED, ev.POD_GROUP_DELETED):
+            return _lifecycle_input(state, t, data)
         if t == ev.NODE_REMOVED:
             return data if data["name"] in self.world.bodies else None
         if t == ev.NODE_UPSERTED:
@@ -337,6 +340,25 @@ def _running(state: ClusterState, data: dict[str, Any]) -> dict[str, Any] | None
         if node >= 0:
             pods.append({**p, "node": names[node]})
     return {**data, "pods": pods} if pods else None
+
+
+def _lifecycle_input(state: ClusterState, t: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """A change of sizes or a PodGroup input in the what-if world, decided again by the command's own
+    accept against that world (the pods it removes may run elsewhere there, or not at all); None
+    (skipped) when its workload is not live there (withdrawn, deleted) or the state refuses it."""
+    ns = data["namespace"]
+    if t == ev.POD_GROUP_DELETED:
+        pg = state.podgroups.get((ns, data["name"]))
+        return data if pg is not None and pg.deleted_at is None else None
+    if t == ev.WORKLOAD_SCALED:
+        got = accept(state, "ScaleWorkload", data["workload"], ns, data["patch"])
+    else:
+        spec = data["spec"]
+        ref = {"workloadName": data["workload"], **({"templateName": data["template"]} if data["template"] else {})}
+        body = {**{k: v for k, v in spec.items() if k != "name"}, "name": data["name"], "workloadRef": ref,
+                "priority": data["priority"], "preemptionPolicy": data["preemptionPolicy"]}
+        got = accept(state, "CreatePodGroup", data["name"], ns, body)
+    return None if isinstance(got, Rejection) else got[1]
 
 
 # -- the report ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ insertion-ordered and every iteration that reaches an event is sorted.
 """
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +35,9 @@ class ClusterState:
     deciding: int | None = None  # the position of the input being decided, while `handle` runs
     finished_before = 0
     finishing: set[int] = frozenset()  # type: ignore[assignment]  # states pickled before pod phases: none
+    # PodGroup objects by (namespace, name), live and deleted (lifecycle.md): each a workload of its
+    # own whose `owner` is its workload of templates (states pickled before them: none, read-only)
+    podgroups: dict[tuple[str, str], Workload] = MappingProxyType({})  # type: ignore[assignment]
     moves_dropped = 0  # states pickled before the journal of moves: none dropped
 
     def __init__(self, cluster: str = "") -> None:
@@ -47,7 +51,8 @@ class ClusterState:
         self.dra = DeviceState()  # devices, claims and their indexes (dra/)
         self.dra.cluster = cluster
         self.workloads: dict[tuple[str, str], Workload] = {}
-        self.by_position: dict[int, Workload] = {}
+        self.by_position: dict[int, Workload] = {}  # every workload by position, PodGroup objects too
+        self.podgroups = {}
         self.finished_before = 0  # finished workloads left out of a light snapshot (a count only)
         self.queue: SortedDict = SortedDict()  # QueueKey -> Group, every pending group
         self.placed_by_priority: dict[int, int] = {}  # priority -> placed pods (who could be a victim)
@@ -154,6 +159,13 @@ class ClusterState:
             g.domain = None
             del self.running[g.running_key]
 
+    def keep_live(self, wl: Workload) -> None:
+        """A live workload perhaps neither queued nor running (finished pods, or a workload of templates):
+        light snapshots keep it (`finishing`)."""
+        if "finishing" not in self.__dict__:
+            self.finishing = set()
+        self.finishing.add(wl.position)
+
     def finish_pods(self, g: Group, pods: list[int], code: int) -> None:
         """Running pods reported finished (lifecycle.md): they leave their nodes and keep their
         phase (`code`: SUCCEEDED_POD or FAILED_POD) for good."""
@@ -219,6 +231,12 @@ class ClusterState:
         else:
             self.queue.pop(root.key, None)
         self.index.update(root, pending)  # type: ignore[arg-type]  # a solo bucket, as a Group's
+
+    def add_podgroup(self, pg: Workload, name: str) -> None:
+        if "podgroups" not in self.__dict__:
+            self.podgroups = {}
+        self.podgroups[(pg.spec.namespace, name)] = pg
+        self.by_position[pg.position] = pg
 
     def pod_ref(self, key: tuple[int, int, int]) -> tuple[Group, int]:
         wl_pos, gi, pod = key
