@@ -375,6 +375,16 @@ class _Group:
     succeeded: int = 0  # pods reported Succeeded: they count for the gang (lifecycle.md)
 
 
+def _submitted(d: dict[str, Any], when: str, namespace: str, name: str, who: Names, pos: int) -> str:
+    """A flat workload's submission (of pod groups, or of templates) in words."""
+    specs = d["spec"].get("podGroups") or d["spec"].get("podGroupTemplates") or []
+    what = "pod group template" if "podGroupTemplates" in d["spec"] else "pod group"
+    return (f"{when} Submitted {namespace}/{name} with priority {d['priority']} "
+            f"({d['preemptionPolicy']}), {_n(len(specs), what)}"
+            + (": " + ", ".join(_group_summary(g) for g in specs) if specs else "") + "."
+            + _again(who, namespace, name, pos))
+
+
 def explain(namespace: str, name: str, history: list[dict[str, Any]],
             causes: dict[int, dict[str, Any]] | None = None, names: Names | None = None) -> list[str]:
     """The workload's history in words, like `kubectl describe` events, with what caused each
@@ -403,13 +413,8 @@ def explain(namespace: str, name: str, history: list[dict[str, Any]],
             lines += audit_tree.unschedulable(d, when)
         elif t == ev.WORKLOAD_SUBMITTED:
             submitted_at = pos
-            specs = d["spec"].get("podGroups") or d["spec"].get("podGroupTemplates") or []
             groups = {g["name"]: _Group(_min_count(g), _size(g)) for g in d["spec"].get("podGroups") or ()}
-            what = "pod group template" if "podGroupTemplates" in d["spec"] else "pod group"
-            lines.append(f"{when} Submitted {namespace}/{name} with priority {d['priority']} "
-                         f"({d['preemptionPolicy']}), {_n(len(specs), what)}"
-                         + (": " + ", ".join(_group_summary(g) for g in specs) if specs else "") + "."
-                         + _again(who, namespace, name, pos))
+            lines.append(_submitted(d, when, namespace, name, who, pos))
         elif t == ev.POD_GROUP_UNSCHEDULABLE:
             x = d["explanation"]
             msg = x["message"]
