@@ -64,3 +64,48 @@ def test_least_allocated_never_overcommits(cpus: list[int], workloads: list[tupl
         _submit(state, f"w{i}", pods, str(cpu))
     nodes = state.nodes
     assert (nodes.used[: nodes.count] <= nodes.alloc[: nodes.count]).all()
+
+
+def test_one_way_to_place_per_strategy_name_chosen_by_one_function_of_the_state() -> None:
+    from service.domain.placement.routine import PLACE_RUN
+
+    assert set(PLACE_RUN) == set(scoring.STRATEGIES)
+    state = ClusterState("c")
+    assert scoring.strategy_of(state).type == scoring.MOST_ALLOCATED  # never configured
+    for name in scoring.STRATEGIES:
+        body: dict[str, Any] = {"type": name}
+        if name == scoring.FRAGMENTATION_AWARE:
+            body["fragmentationAware"] = {"deviceClassName": "gpu", "capacity": "milli",
+                                          "targetWorkload": {"fromHistory": {}}}
+        scoring.configure(state, body)
+        assert scoring.strategy_of(state).type == name
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(3, 8), min_size=1, max_size=4),  # the first pod always fits: placed > 0
+       st.lists(st.tuples(st.integers(1, 5), st.sampled_from(["500m", "1", "1500m", "2", "3"])), min_size=1, max_size=6))
+def test_least_allocated_is_the_specs_score(cpus: list[int], workloads: list[tuple[int, str]]) -> None:
+    """Written from audit.md (*What-if*): each pod goes to the feasible node of highest mean over its
+    requested resources of (allocatable − used − request) / allocatable, exactly, ties to the smaller name."""
+    from fractions import Fraction
+
+    alloc = {f"n{i}": Fraction(c * 1000) for i, c in enumerate(cpus)}
+    used = {n: Fraction(0) for n in alloc}
+    pods_used = {n: 0 for n in alloc}
+    state = _cluster("LeastAllocated", {n: str(c) for n, c in zip(alloc, cpus)})
+    placed = 0
+    for i, (count, cpu) in enumerate(workloads):
+        req = Fraction(int(float(cpu[:-1]) if cpu.endswith("m") else float(cpu) * 1000))
+        expected = []
+        for _ in range(count):
+            fit = [n for n in alloc if alloc[n] - used[n] >= req and pods_used[n] < 20]
+            if not fit:
+                break
+            best = max(fit, key=lambda n: ((alloc[n] - used[n] - req) / alloc[n], [-ord(ch) for ch in n]))
+            used[best] += req
+            pods_used[best] += 1
+            expected.append(best)
+        got = _nodes_of(_submit(state, f"w{i}", count, cpu))
+        assert got == expected
+        placed += len(got)
+    assert placed > 0

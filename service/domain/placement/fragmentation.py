@@ -203,10 +203,8 @@ def measure_of(state: ClusterState, sched: Scheduler) -> Measure:
 
 def place_run(state: ClusterState, g: Group, run: list[int], rows: np.ndarray, vec: np.ndarray,
               trial: Trial, placements: list[tuple[int, int]], sched: Scheduler) -> int | None:
-    """Place the pods of one shape, each on its best row by the FragmentationAware order
-    (LeastAllocated: the lowest node score first); returns the first pod that fits nowhere."""
-    if sched.type == sc.LEAST_ALLOCATED:
-        return _least_allocated(state, g, run, rows, vec, trial, placements)
+    """Place the pods of one shape, each on its best row by the FragmentationAware order;
+    returns the first pod that fits nowhere."""
     m = measure_of(state, sched)
     nodes = state.nodes
     lay = m.lay
@@ -234,31 +232,6 @@ def place_run(state: ClusterState, g: Group, run: list[int], rows: np.ndarray, v
             finally:
                 trial.ledger.chooser = None
             if fits:
-                chosen = row
-                break
-        if chosen < 0:
-            return pod
-        trial.add(chosen, vec)
-        placements.append((pod, chosen))
-    return None
-
-
-def _least_allocated(state: ClusterState, g: Group, run: list[int], rows: np.ndarray, vec: np.ndarray,
-                     trial: Trial, placements: list[tuple[int, int]]) -> int | None:
-    """audit.md's LeastAllocated: model.md's node score, lowest first (exact), then the name."""
-    from service.domain.placement.scores import node_score_exact
-    nodes = state.nodes
-    cols = np.flatnonzero(vec[1:]) + 1 if len(vec) > 1 else np.zeros(0, dtype=np.int64)  # not `pods`
-    rank = nodes.rank()
-    for pod in run:
-        nz = np.flatnonzero(vec)
-        cand = rows[((nodes.alloc[rows][:, nz] - nodes.used[rows][:, nz]) >= vec[nz]).all(axis=1)] \
-            if len(rows) else rows
-        keyed = sorted((node_score_exact(nodes.used[r, cols] + vec[cols], nodes.alloc[r, cols]), int(rank[r]), int(r))
-                       for r in cand)
-        chosen = -1
-        for _, _, row in keyed:
-            if trial.ledger.try_pod(g, pod, row):
                 chosen = row
                 break
         if chosen < 0:

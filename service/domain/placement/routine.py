@@ -13,6 +13,7 @@ the gang rule in gang.py, explanations in explain.py (re-exported here: `explana
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -113,14 +114,11 @@ def place_in(state: ClusterState, g: Group, pods: list[int], allowed: np.ndarray
         devices = dra.pod_needs_devices(g, pods[i])
         run = pods[i:run_end]
         failed: int | None = None
-        strategy = scoring.strategy_of(state)
+        strategy = scoring.strategy_of(state)  # the one seam: the strategy in force, by name
+        place_run = PLACE_RUN[strategy.type]
         for tier_rows, tier_scores in _tiers(state, wl.spec.shapes[shape], rows, scores):
-            if strategy is not None:  # the scheduler configuration's node order (sharing.md)
-                failed = fragmentation.place_run(state, g, run, tier_rows, vec, trial, placements, strategy)
-            elif devices:
-                failed = _place_run_devices(state, g, run, tier_rows, tier_scores, cols, vec, trial, placements)
-            else:
-                failed = _place_run(state, run, tier_rows, tier_scores, cols, vec, trial, placements)
+            failed = place_run(state, g, run, Candidates(tier_rows, tier_scores, cols, vec, devices), trial,
+                               placements, strategy)
             if failed is None:
                 break
             run = run[run.index(failed):]  # the pods after it were not tried: on to the next tier
@@ -168,6 +166,83 @@ def _fitting_rows(state: ClusterState, rows: np.ndarray, cols: np.ndarray,
         inv = nodes.alloc_column(c)[1]
         scores += (used[:, c] + vec[c]) * (inv if everything else inv[rows])
     return rows[ok], scores[ok]
+
+
+# -- the strategies: one way to place a run of pods of one shape per strategy name --------------
+@dataclass(frozen=True)
+class Candidates:
+    """The feasible rows of a run's tier with their MostAllocated float scores (a screen only), the
+    requested columns, the shape's vector, and whether its pods have device claims."""
+    rows: np.ndarray
+    scores: np.ndarray
+    cols: np.ndarray
+    vec: np.ndarray
+    devices: bool
+
+
+PlaceRun = Callable[[ClusterState, Group, list[int], Candidates, Trial, list[tuple[int, int]], scoring.Scheduler],
+                    int | None]
+
+
+def _most_allocated(state: ClusterState, g: Group, run: list[int], c: Candidates, trial: Trial,
+                    placements: list[tuple[int, int]], _: scoring.Scheduler) -> int | None:
+    """model.md's node score, highest first (the default)."""
+    if c.devices:
+        return _place_run_devices(state, g, run, c.rows, c.scores, c.cols, c.vec, trial, placements)
+    return _place_run(state, run, c.rows, c.scores, c.cols, c.vec, trial, placements)
+
+
+def _least_allocated(state: ClusterState, g: Group, run: list[int], c: Candidates, trial: Trial,
+                     placements: list[tuple[int, int]], _: scoring.Scheduler) -> int | None:
+    """LeastAllocated (audit.md, *What-if*): each pod on the row whose MostAllocated score is
+    lowest, exactly (the highest (allocatable − used − request) / allocatable), then the smaller
+    name; a pod with device claims on the first row in that order where they can be allocated.
+    A row's score only grows as it fills: only the chosen row is scored again."""
+    nodes = state.nodes
+    rows, scores, cols, vec = c.rows, c.scores.copy(), c.cols, c.vec
+    nz = np.flatnonzero(vec)
+    for pod in run:
+        if not len(rows):
+            return pod
+        if c.devices:
+            order = sc.exact_order(state, rows, cols, vec, lowest_first=True).tolist()
+            at = next((i for i in order if trial.ledger.try_pod(g, pod, int(rows[i]))), -1)
+        else:
+            at = _lowest(state, rows, scores, cols, vec)
+        if at < 0:
+            return pod
+        row = int(rows[at])
+        trial.add(row, vec)
+        placements.append((pod, row))
+        if bool(np.all(nodes.alloc[row, nz] - nodes.used[row, nz] >= vec[nz])):
+            score = 0.0
+            for col in cols:  # as _fitting_rows sums them: identical rows keep identical floats
+                score += (nodes.used[row, col] + vec[col]) * nodes.alloc_column(col)[1][row]
+            scores[at] = score
+        else:
+            rows, scores = np.delete(rows, at), np.delete(scores, at)
+    return None
+
+
+def _lowest(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> int:
+    """The index of the row of lowest exact score, then smallest name (O(rows), no sorting)."""
+    low = float(scores.min())
+    near = np.flatnonzero(scores <= low + sc.EPS * max(1.0, abs(low)))
+    if len(near) == 1:
+        return int(near[0])
+    return int(near[sc.exact_order(state, rows[near], cols, vec, lowest_first=True)[0]])
+
+
+def _fragmentation_aware(state: ClusterState, g: Group, run: list[int], c: Candidates, trial: Trial,
+                         placements: list[tuple[int, int]], sched: scoring.Scheduler) -> int | None:
+    return fragmentation.place_run(state, g, run, c.rows, c.vec, trial, placements, sched)
+
+
+PLACE_RUN: dict[str, PlaceRun] = {
+    scoring.MOST_ALLOCATED: _most_allocated,
+    scoring.LEAST_ALLOCATED: _least_allocated,
+    scoring.FRAGMENTATION_AWARE: _fragmentation_aware,
+}
 
 
 def _place_run(state: ClusterState, run: list[int], rows: np.ndarray, scores: np.ndarray, cols: np.ndarray,

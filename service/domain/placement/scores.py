@@ -45,9 +45,10 @@ def pick(state: ClusterState, rows: np.ndarray, scores: np.ndarray, cols: np.nda
     return int(band[exact_order(state, band, cols, vec)[0]])
 
 
-def exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: np.ndarray) -> np.ndarray:
+def exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: np.ndarray, *,
+                lowest_first: bool = False) -> np.ndarray:
     """The permutation of a band of near-equal float scores that puts it best first:
-    exact score, then node name.
+    exact score (highest first; `lowest_first`: LeastAllocated's order), then node name.
 
     Identical rows need none (they are in name order already: equal floats, then
     name). On equal allocatable the exact scores are integers over the least common
@@ -66,9 +67,10 @@ def exact_order(state: ClusterState, band: np.ndarray, cols: np.ndarray, vec: np
         if lcm * len(a) < 2**62 and (used <= alloc).all():
             weights = np.array([lcm // x if x > 0 else 0 for x in a], dtype=np.int64)
             exact = used @ weights  # the score times lcm, exactly
-            return np.lexsort((rank, -exact))
+            return np.lexsort((rank, exact if lowest_first else -exact))
+    sign = 1 if lowest_first else -1
     exact_f = [node_score_exact(u, al) for u, al in zip(used, alloc)]
-    return np.array(sorted(range(len(band)), key=lambda i: (-exact_f[i], rank[i])), dtype=np.int64)
+    return np.array(sorted(range(len(band)), key=lambda i: (sign * exact_f[i], rank[i])), dtype=np.int64)
 
 
 # -- the domain score -----------------------------------------------------------------------

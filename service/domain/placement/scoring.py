@@ -1,10 +1,10 @@
 """The scheduler configuration's scoring strategies (sharing.md, *The scheduler configuration*).
 
 `Scheduler` is the recorded configuration (`ClusterState.scheduler`; None: never configured,
-MostAllocated). The seam is `strategy_of(state)`: placement asks it which strategy ranks the
-feasible nodes; None means model.md's node score (MostAllocated, placement.py's own path, byte
-for byte as before). A caller (what-if replay) may pass a configuration of its own by setting
-`state.scheduler` (see `configure`).
+MostAllocated). The seam is `strategy_of(state)`, the one function of the state that says which
+strategy ranks the feasible nodes; placement (`routine.PLACE_RUN`) holds one way to place per
+strategy name. A caller (what-if replay) puts a configuration of its own in force with `configure`,
+as the fold of `SchedulerConfigured` does.
 
 `FragmentationAware` ranks a pod's feasible nodes by the band of the fragmentation increase,
 then the node's idle total, then the node name, and chooses each GPU within the node by the
@@ -125,19 +125,22 @@ def scheduler_view(state: Any) -> dict[str, Any]:
     body = getattr(state, "scheduler_body", None) or {"type": MOST_ALLOCATED}
     sched = strategy_of(state)
     target = None
-    if sched is not None and sched.type == FRAGMENTATION_AWARE:
+    if sched.type == FRAGMENTATION_AWARE:
         shapes = target_shapes(state, sched)
         target = {"pods": sum(s.weight for s in shapes), "shapes": [shape_view(s) for s in shapes]}
     return {"scoringStrategy": body, "position": getattr(state, "scheduler_position", None),
             "targetWorkload": target}
 
 
-def strategy_of(state: Any) -> Scheduler | None:
-    """The strategy that ranks nodes, or None for model.md's node score (MostAllocated)."""
+DEFAULT = Scheduler(MOST_ALLOCATED)  # a cluster never configured: model.md's node score
+
+
+def strategy_of(state: Any) -> Scheduler:
+    """The one function of the state that chooses the strategy ranking nodes (placement's
+    `PLACE_RUN` holds one way to place per name): the configuration in force, MostAllocated when
+    none is (what-if replay puts its own in force with `configure`)."""
     sched: Scheduler | None = getattr(state, "scheduler", None)
-    if sched is None or sched.type == MOST_ALLOCATED:
-        return None
-    return sched
+    return DEFAULT if sched is None else sched
 
 
 # -- the fragmentation measure -------------------------------------------------------------------
