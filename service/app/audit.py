@@ -14,6 +14,7 @@ from typing import Any
 from service.app import audit_lifecycle, audit_tree
 from service.app import verify as vd
 from service.domain import ClusterState, Event, evolve, handle
+from service.domain.fold.evolve import check_foldable
 from service.domain.model import events as ev
 from service.domain.model.reasons import preemption_words, render_decision
 from service.domain.model.rules import RULES
@@ -167,6 +168,7 @@ def replay(envelopes: Iterable[dict[str, Any]], cluster: str, *, verify: bool = 
 
 def _fold(result: ReplayResult, event: Event, expected: list[Event], verify: bool) -> list[Event]:
     """Fold one event (re-deciding an input with `verify`); the decisions still expected."""
+    check_foldable(event)  # an unknown type stops here: neither an input nor a decision of this code
     state = result.state
     if event.type in ev.INPUT_TYPES:
         result.inputs += 1

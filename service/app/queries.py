@@ -8,9 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from service.app import audit, whatif
+from service.app import whatif
 from service.app.cache import ClusterCache
 from service.app.handler import AppendSignal
+from service.app.replay import ReplayService
 from service.domain import ClusterState
 from service.domain.placement import scoring
 from service.domain.read import views
@@ -25,10 +26,12 @@ def event_json(stored: StoredEvent) -> dict[str, Any]:
 
 
 class QueryService:
-    def __init__(self, store: EventStore, cache: ClusterCache, appended: AppendSignal) -> None:
+    def __init__(self, store: EventStore, cache: ClusterCache, appended: AppendSignal,
+                 replays: ReplayService | None = None) -> None:
         self.store = store
         self.cache = cache
         self.appended = appended
+        self.replays = replays if replays is not None else ReplayService(store, cache)
         self.kafka_running: bool | None = None  # None: Kafka not configured (set by the Kafka runtime)
         # docs/replicas.md: a live replica (joined, lease running); None: the one process (SQLite, memory)
         self.replica_live: Callable[[], bool] | None = None
@@ -161,19 +164,11 @@ class QueryService:
         return await asyncio.to_thread(lambda: whatif.report(cluster, whatif.domain_events(rows), changes))
 
     async def replay_report(self, cluster: str, until: int | None = None) -> dict[str, Any] | None:
-        """The report of `replay --verify` (audit.md): the stream re-decided from its recorded
-        inputs, read from the store (never the live state) and decided in a worker thread; None
+        """The report of `replay --verify` (audit.md), by the replay service (as the CLI's): read from
+        the store (never the live state), decided in a worker thread, its checkpoints merged in; None
         when the cluster has no events. Raises verify.NewerRules for decisions of newer rules."""
-        last = await self.store.last_position(cluster)
-        if last == 0:
-            return None
-        envelopes: list[dict[str, Any]] = []
-        after = 0
-        while batch := await self.store.read(cluster, after=after, limit=10_000, until=until):
-            envelopes.extend(e.envelope() for e in batch)
-            after = batch[-1].position
-        return await asyncio.to_thread(
-            lambda: audit.replay(envelopes, cluster, verify=True, until=until, last=last).summary())
+        verified = await self.replays.verify(cluster, until)
+        return None if verified is None else verified[0]
 
     async def checkpoints(self, cluster: str) -> dict[str, Any]:
         """The cluster's signed checkpoints (audit.md), by position."""

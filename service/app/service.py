@@ -8,6 +8,7 @@
 - `snapshots` (snapshots.py): the state saved now and then, deferred under load;
 - `checkpoints` (checkpoints.py): signed chain heads, with a signing key (audit.md);
 - `commands` (handler.py): one unit of work per batch, group-committed (batcher.py);
+- `replays` (replay.py): the one replay service (`replay`, `replay --verify`, `GET /audit/replay`);
 - `queries` (queries.py): views, history, state at N, the event feed, verify, readiness;
 - `series` (series.py): the console's chart, the cluster's numbers over positions;
 - `summaries` (summaries.py): events in the words of `audit explain`, for the console.
@@ -19,6 +20,7 @@ from service.app.cache import ClusterCache
 from service.app.checkpoints import Checkpointer, Signer
 from service.app.handler import CommandHandler
 from service.app.queries import QueryService
+from service.app.replay import ReplayService
 from service.app.series import SeriesQuery
 from service.app.snapshots import Snapshotter
 from service.app.summaries import Summaries
@@ -36,7 +38,8 @@ class Gangplank:
                                         outbox_topic=outbox_topic)
         self.commands = CommandHandler(store, self.cache, self.snapshots, outbox_topic=outbox_topic,
                                        checkpoints=self.checkpoints)
-        self.queries = QueryService(store, self.cache, self.commands.appended)
+        self.replays = ReplayService(store, self.cache)
+        self.queries = QueryService(store, self.cache, self.commands.appended, self.replays)
         self.series = SeriesQuery(store, self.cache)
         self.summaries = Summaries(store)
 

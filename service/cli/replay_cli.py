@@ -3,7 +3,6 @@ read from the store or an export, folded, re-decided and checked (audit.md)."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import gc
 import json
 import os
@@ -63,61 +62,6 @@ async def _envelopes(url: str, cluster: str, until: int | None, *,
                 return out_, last
             out_.extend(e.envelope() for e in batch)
             after = batch[-1].position
-
-
-async def _recorded_head(store: Any, cluster: str, position: int) -> str:
-    """The hash recorded on event `position` (as stored, not recomputed), or the genesis hash."""
-    from service.store.base import GENESIS_HASH
-
-    if position <= 0:
-        return GENESIS_HASH
-    last = await store.read(cluster, after=position - 1, limit=1)
-    return last[0].hash if last else GENESIS_HASH
-
-
-def _fast_replay(url: str, cluster: str, until: int | None) -> Any:
-    """The state from every event (no snapshot), folded the fast way (service.domain.fold.fast:
-    the same state) while the next batches are read; None when the stream is one the fast
-    fold refuses (the caller folds every event instead)."""
-    from operator import itemgetter
-
-    from service.app.audit import ReplayResult
-    from service.bootstrap import service_for
-    from service.domain import ClusterState
-    from service.domain.fold.fast import ReplayError
-    from service.domain.model import events as ev
-
-    async def run() -> Any:
-        async with service_for(url) as service:
-            store = service.store
-            last = await store.last_position(cluster)
-            if last == 0:
-                no_events(cluster)
-            total = last if until is None else min(last, until)
-            result = ReplayResult(ClusterState(cluster))
-            counts: collections.Counter[str] = collections.Counter()
-            with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          console=console, transient=True, disable=not console.is_terminal) as bar:
-                task = bar.add_task("replay", total=total)
-
-                def seen(batch: list[Any]) -> None:
-                    counts.update(map(itemgetter(1), batch))
-                    bar.update(task, completed=batch[-1][0])
-
-                try:
-                    await service.cache.fold_fast(result.state, until, observe=seen)
-                except ReplayError:
-                    return None
-            result.by_type = dict(counts)
-            result.events = sum(counts.values())
-            result.inputs = sum(n for t, n in counts.items() if t in ev.INPUT_TYPES)
-            result.decisions = result.events - result.inputs
-            if result.events != result.state.position:
-                return None  # a gap: the plain fold says where
-            result.head = await _recorded_head(store, cluster, result.state.position)
-            return result
-
-    return asyncio.run(run())
 
 
 @friendly
@@ -211,56 +155,60 @@ def _what_if(cluster: str, changes: str, until: int | None, output: str, from_fi
 
 def _replay(cluster: str, until: int | None, verify: bool, from_file: str | None, url: str,
             public_key: str | None = None, require_checkpoints: bool = False, strict: bool = False) -> None:
+    """The summary, or the verification with its verdict, by the one replay service (app/replay.py)."""
     from service.app.audit import read_jsonl
-    from service.app.audit import replay as run_replay
+    from service.app.replay import ReplayService, summary_export
+    from service.cli.checkpoint_cli import file_checkpoints
 
-    asked_until = until  # an export's own end is set below: its checkpoints after it still count
-    if not verify and not from_file:
-        result = _fast_replay(url, cluster, until)
-        if result is not None:
-            summary = result.summary()  # before the GC is back: a first collection would scan the whole state
-            out.print_json(json.dumps(summary))
-            return
-    if from_file:
-        envelopes: Any = [e for e in read_jsonl(from_file) if e.get("cluster", cluster) == cluster]
-        if not envelopes:
-            no_events(cluster)
-        if until is None:
-            # an export may end between an input and its decisions (`export --until N`): check the
-            # positions the file holds, as --until does
-            until = max(e["position"] for e in envelopes)
-        last = None
-    else:
-        envelopes, last = asyncio.run(_envelopes(url, cluster, until, lean=not verify))
-    total = envelopes[-1]["position"] if envelopes else 0
-    if until is not None:
-        total = min(total, until)
     with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=not console.is_terminal) as bar:
-        task = bar.add_task("replay", total=total)
-        result = run_replay(envelopes, cluster, verify=verify, until=until, last=last,
-                            progress=lambda p: bar.update(task, completed=p) if p % 1000 == 0 else None)
-    if not verify and not from_file:  # lean envelopes carry no hashes
-        async def head() -> str:
-            from service.bootstrap import service_for
-            async with service_for(url) as service:
-                store = service.store
-                return await _recorded_head(store, cluster, result.state.position)
-        result.head = asyncio.run(head())
-    summary = result.summary()
-    if verify:
-        report = _replay_checkpoints(result, envelopes, cluster, asked_until, from_file, url, public_key,
-                                     require_checkpoints)
-        summary = result.summary()
-        if report.count or public_key or require_checkpoints:  # an unsigned stream's report is as before
-            summary["checkpoints"] = report.as_json()
+        task = bar.add_task("replay", total=None)
+
+        def progress(position: int) -> None:
+            bar.update(task, completed=position)
+
+        if from_file:
+            envelopes = [e for e in read_jsonl(from_file) if e.get("cluster", cluster) == cluster]
+            if not envelopes:
+                no_events(cluster)
+            bar.update(task, total=envelopes[-1]["position"] if until is None else until)
+            if verify:
+                summary, report = ReplayService.verify_export(
+                    envelopes, file_checkpoints(from_file, cluster), cluster, until,
+                    public_key=public_key, require_checkpoints=require_checkpoints, progress=progress)
+            else:
+                summary, report = summary_export(envelopes, cluster, until, progress), None
+        else:
+            summary, report = asyncio.run(_from_store(url, cluster, until, verify, public_key, require_checkpoints,
+                                                      progress, lambda total: bar.update(task, total=total)))
+    if report is not None and report.first_bad_position is not None:
+        console.print(report.problem, markup=False, highlight=False, soft_wrap=True)
     out.print_json(json.dumps(summary))
     if verify:
         _verdict(summary, strict)
-        if report.another_key and report.first_bad_position is not None:
+        if report is not None and report.another_key and report.first_bad_position is not None:
             console.print("the checkpoints are not trusted: signed by another key", style="red", markup=False,
                           highlight=False, soft_wrap=True)
             raise typer.Exit(BROKEN)
+
+
+async def _from_store(url: str, cluster: str, until: int | None, verify: bool, public_key: str | None,
+                      require_checkpoints: bool, progress: Any, total: Any) -> tuple[dict[str, Any], Any]:
+    from service.bootstrap import service_for
+
+    async with service_for(url) as service:
+        last = await service.store.last_position(cluster)
+        total(last if until is None else min(last, until))
+        if verify:
+            verified = await service.replays.verify(cluster, until, public_key=public_key,
+                                                    require_checkpoints=require_checkpoints, progress=progress)
+            if verified is None:
+                no_events(cluster)
+            return verified
+        summary = await service.replays.summary(cluster, until, progress)
+        if summary is None:
+            no_events(cluster)
+        return summary, None
 
 
 def _verdict(summary: dict[str, Any], strict: bool) -> None:
@@ -274,31 +222,6 @@ def _verdict(summary: dict[str, Any], strict: bool) -> None:
                   soft_wrap=True)
     if not good:
         raise typer.Exit(BROKEN)
-
-
-def _replay_checkpoints(result: Any, envelopes: list[dict[str, Any]], cluster: str, until: int | None,
-                        from_file: str | None, url: str, public_key: str | None, require: bool) -> Any:
-    """Check the signed checkpoints against the chain the verification recomputed; a failing one
-    breaks the verdict (audit.md, *Signed checkpoints*)."""
-    from service.cli.checkpoint_cli import check_envelopes, check_store, file_checkpoints
-
-    reached = result.events if result.chain_ok else (result.first_bad_hash or 1) - 1
-    if from_file:
-        report = check_envelopes(file_checkpoints(from_file, cluster), envelopes, reached, public_key, require,
-                                 until)
-    else:
-        async def run() -> Any:
-            from service.bootstrap import service_for
-            async with service_for(url) as service:
-                return await check_store(service.store, cluster, reached, public_key, require, until)
-        report = asyncio.run(run())
-    if report.first_bad_position is not None:
-        console.print(report.problem, markup=False, highlight=False, soft_wrap=True)
-        if report.another_key and result.chain_ok:
-            pass  # the chain is intact: the checkpoints are not trusted, and the verification fails (_replay)
-        elif result.chain_ok or report.first_bad_position < (result.first_bad_hash or 0):
-            result.chain_ok, result.first_bad_hash = False, report.first_bad_position
-    return report
 
 
 @friendly

@@ -238,3 +238,28 @@ def test_a_database_without_the_schema_says_to_migrate(tmp_path, command):
         assert "no such table: clusters" in result.output
         assert f"run gangplank migrate --database-url {url}" in result.output
         assert len(result.output.splitlines()) == 1, result.output
+
+
+# -- an event type this release cannot fold ------------------------------------------------------
+def test_an_unknown_event_type_stops_every_replay_naming_type_and_position(recorded):
+    """Event 19 retyped as a newer release might write it, the chain re-hashed so it holds: a plain
+    replay, a verification and a what-if each stop there, naming the type and the position."""
+    from service.store.base import GENESIS_HASH, chain_hash
+
+    rehashed, prev = [], GENESIS_HASH
+    for line in recorded["lines"]:
+        env = json.loads(line)
+        if env["position"] == 19:
+            env["type"] = "NodeDrained"
+        env = {k: v for k, v in env.items() if k not in ("hash", "prevHash")}
+        env["prevHash"], env["hash"] = prev, chain_hash(prev, env)
+        prev = env["hash"]
+        rehashed.append(json.dumps(env))
+    path = _file(recorded, "newer.jsonl", rehashed)
+    changes = recorded["base"] / "none.yaml"
+    changes.write_text("{}\n")
+    for extra in ([], ["--verify"], ["--what-if", str(changes)]):
+        result = CliRunner().invoke(cli, ["replay", "--from-file", path, *extra])
+        assert result.exit_code == 2, (extra, result.output, result.exception)
+        assert "19" in result.stderr and "'NodeDrained'" in result.stderr, (extra, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output

@@ -99,4 +99,8 @@ class Sim:
         return state
 
     def assert_replay_equal(self) -> None:
-        assert canonical(self.replayed()) == canonical(self.state)
+        from tests.domain.state_equality import assert_same_state
+
+        replayed = self.replayed()
+        assert canonical(replayed) == canonical(self.state)
+        assert_same_state(self.state, replayed, live=True)  # every attribute, but caches and a pass's memos

@@ -22,50 +22,27 @@ from service.domain.read.views import canonical, workload_view
 from service.store.base import canonical_json
 from tests.domain import strategies, test_composite, test_devices, test_properties
 from tests.domain.sim import Sim, gang, pods
+from tests.domain.state_equality import assert_same_state
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def internals(state: ClusterState) -> dict[str, Any]:
-    """Everything the state holds, beyond the views: caches and indexes included."""
-    n = state.nodes.count
-    idx = state.index
-    finished = {}
-    for wl in state.by_position.values():
-        f = wl.__dict__.get("_finished")
-        if f is not None:
-            body = json.loads(f[0]) if isinstance(f[0], str) else f[0]
-            extras = json.loads(f[1]) if isinstance(f[1], str) else f[1]
-            kept = sorted(k for k in wl.__dict__ if k not in ("spec", "groups", "body", "composites"))  # read caches
-            finished[wl.position] = (kept, body, extras, *f[2:], wl.deleted_at, list(wl.events))
-    return {
-        "canonical": canonical(state),
-        "columns": list(state.nodes.resource_names),
-        "used": state.nodes.used[:n].tolist(),
-        "node_pods": [sorted(s) for s in state.node_pods],
-        "placed_by_priority": list(state.placed_by_priority.items()),  # with its key order
-        "moves": list(state.moves), "moves_dropped": state.moves_dropped,
-        "running": list(state.running), "queue": list(state.queue),
-        "buckets": {k: list(v) for k, v in idx.buckets.items()}, "member_of": dict(idx.member_of),
-        "dirty": sorted(idx.dirty),
-        "workloads": list(state.workloads), "by_position": list(state.by_position),
-        "shape_vectors": sorted(state._shape_vectors),
-        "finished": finished,
-        "claims": sorted(state.dra.claims), "busy": state.dra.busy.tolist(),
-        "by_workload": {k: sorted(v) for k, v in state.dra.by_workload.items()},
-        "lost": state.dra.lost and (state.dra.lost[0], [a.claim for a in state.dra.lost[1]]),
-        "finished_before": state.finished_before, "position": state.position,
-    }
+def assert_same(got: ClusterState, expected: ClusterState) -> None:
+    """Everything the state holds, every attribute, caches only left out (state_equality.EXCLUDED),
+    and what only views show (canonical)."""
+    assert_same_state(got, expected)
+    assert canonical(got) == canonical(expected)
 
 
 def rows_of(events: list[Event], text: bool) -> list[tuple[int, str, int, Any]]:
+    """As the store gives them back: canonical JSON (keys sorted), as text or decoded."""
     return [(e.position, e.type, ev.SCHEMA_VERSIONS[e.type],
-             canonical_json(e.data) if text else json.loads(json.dumps(e.data))) for e in events]
+             canonical_json(e.data) if text else json.loads(canonical_json(e.data))) for e in events]
 
 
 def plain(state: ClusterState, events: list[Event]) -> ClusterState:
     for e in events:
-        evolve(state, Event(e.position, e.type, json.loads(json.dumps(e.data))))
+        evolve(state, Event(e.position, e.type, json.loads(canonical_json(e.data))))
     return state
 
 
@@ -92,16 +69,16 @@ def check_same(sim: Sim, data: st.DataObject, *, end_all: bool = False) -> None:
     text, batch, ahead = data.draw(st.booleans()), data.draw(st.integers(1, 12)), data.draw(st.integers(0, 3))
     expected = plain(ClusterState(sim.state.cluster), events)
     got = fast(ClusterState(sim.state.cluster), events, text=text, batch=batch, ahead=ahead)
-    assert internals(got) == internals(expected)
+    assert_same(got, expected)
     assert canonical(got) == canonical(sim.state)
     # snapshots of either are interchangeable
-    assert internals(pickle.loads(pickle.dumps(got))) == internals(pickle.loads(pickle.dumps(expected)))
+    assert_same(pickle.loads(pickle.dumps(got)), pickle.loads(pickle.dumps(expected)))
     # from a snapshot part way (its skip index starts without dirty rows)
     cut = data.draw(st.integers(0, len(events)))
     snap = pickle.dumps(plain(ClusterState(sim.state.cluster), events[:cut]))
     expected = plain(pickle.loads(snap), events[cut:])
     got = fast(pickle.loads(snap), events[cut:], text=text, batch=batch, ahead=ahead)
-    assert internals(got) == internals(expected)
+    assert_same(got, expected)
 
 
 @SETTINGS
@@ -171,7 +148,7 @@ def test_streams_here_exercise_the_fast_path_and_its_exits():
         r.ahead(rows)
         r.fold(rows)
         got = r.finish()
-        assert internals(got) == internals(expected)
+        assert_same(got, expected)
         assert len(r.open) == 0
         if text:  # fast path: the spec kept as text; a new resource column: evolve's path
             kinds = {n: type(got.workloads[("default", n)].__dict__["_finished"][0]) for n in ("low", "high", "gpu")}
@@ -193,7 +170,7 @@ def test_an_announced_deletion_must_be_folded():
     r.fold(rows[:-1])
     with pytest.raises(ReplayError):
         r.finish()
-    assert internals(replay(ClusterState("c1"), rows)) == internals(plain(ClusterState("c1"), s.events))
+    assert_same(replay(ClusterState("c1"), rows), plain(ClusterState("c1"), s.events))
 
 
 @SETTINGS

@@ -6,10 +6,12 @@ leaves nothing in the state but its finished (compact) view and history: its pla
 are added to and taken off the usage arrays, node pod sets, the running index, the queue
 and its skip index, and come out net zero. Its events are folded here into a small record
 instead (pods placed per group, conditions, explanation, event positions) and the workload
-is stored finished, as `Workload.compact()` would leave it. What such a workload does leave
-in the shared state is reproduced in order: the journal of moves (`ClusterState.moves`),
-`placed_by_priority` (and its key order), the node rows its releases mark dirty, and its
-entries in `workloads` / `by_position` (inserted at its submission, as evolve does).
+is stored finished, as `Workload.compact()` would leave it (`Workload.recorded_only`, then
+`Workload.finish`). What such a workload does leave in the shared state goes through the same
+public operations of the state as evolve's placements and releases, in order: the journal of
+moves and `placed_by_priority` (`ClusterState.counted_placed` / `counted_released`, which also
+mark the released rows dirty), and its entries in `workloads` / `by_position`
+(`ClusterState.add_workload`, at its submission, as evolve does). No state is written around them.
 Everything else (nodes, classes, slices, workloads still live at the end, workloads with
 device claims, workloads needing a new resource column) goes through `evolve` unchanged.
 
@@ -28,7 +30,6 @@ Pure: no I/O, clock, randomness or logging (like the rest of service/domain).
 from __future__ import annotations
 
 import json
-from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -38,14 +39,13 @@ from service.domain.fold.evolve import FOLDS, disruption_target, evolve, placed_
 from service.domain.model import events as ev
 from service.domain.model.events import Event
 from service.domain.model.upcasting import upcast
-from service.domain.state.cluster import JOURNAL_MAX, ClusterState, Workload
+from service.domain.state.cluster import ClusterState, Workload
 
 Row = tuple[int, str, int, Any]  # (position, type, schemaVersion, data dict or JSON text)
 
 _CURRENT = ev.SCHEMA_VERSIONS
 _LIFECYCLE = frozenset({ev.PODS_FINISHED, ev.WORKLOAD_SCALED, ev.POD_GROUP_CREATED, ev.POD_GROUP_DELETED})
 _NULL = msgspec.Raw(b"null")
-_JOURNAL_FULL = JOURNAL_MAX  # below it, ClusterState._journal is a plain append
 
 
 class ReplayError(RuntimeError):
@@ -122,7 +122,6 @@ _decode_any = msgspec.json.Decoder().decode
 _LEAN_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
 _POD_KEY = '"pod":'
 _SPEC_KEY = ',"spec":'  # 8 characters
-_new_workload = object.__new__
 
 
 def loads(text: str | bytes | msgspec.Raw) -> Any:
@@ -333,22 +332,13 @@ class Replay:
         start = text.find(_SPEC_KEY)
         if start < 0 or not text.endswith("}"):
             return False
-        state = self.state  # _open, inlined
-        wl = _new_workload(Workload)
-        wl.__dict__ = {"position": position, "deleted_at": None, "previous": None, "events": [position]}
-        state.workloads[key] = wl
-        state.by_position[position] = wl
-        self.open[key] = _Transient(wl, groups, key[0], key[1], priority, lean.preemptionPolicy,
-                                    text[start + 8:-1])
+        self._open(position, key, groups, priority, lean.preemptionPolicy, text[start + 8:-1])
         return True
 
     def _open(self, position: int, key: tuple[str, str], groups: list[_Group], priority: int, policy: str,
               body: Any) -> None:
-        state = self.state
-        wl = _new_workload(Workload)
-        wl.__dict__ = {"position": position, "deleted_at": None, "previous": None, "events": [position]}
-        state.workloads[key] = wl
-        state.by_position[position] = wl
+        wl = Workload.recorded_only(position)
+        self.state.add_workload(key, wl)  # inserted at its submission, as evolve does
         self.open[key] = _Transient(wl, groups, key[0], key[1], priority, policy, body)
 
     # -- decisions ---------------------------------------------------------------------------
@@ -403,16 +393,9 @@ class Replay:
                 g.lists.append(pods)
             else:
                 g.nodes.update(_pairs(pods))
-            state = self.state
-            moves = state.__dict__.get("moves")
-            if moves is not None and len(moves) < _JOURNAL_FULL:
-                moves.append(g.running_key)  # ClusterState._journal, inlined
-            else:
-                state._journal(g.running_key)
+            self.state.counted_placed(g.running_key, t.priority, count)
             was_scheduled = g.placed >= g.min_count  # scheduled(): min_count is 1 for a basic group
             g.placed += count
-            by_prio = state.placed_by_priority
-            by_prio[t.priority] = by_prio.get(t.priority, 0) + count
         else:
             was_scheduled = g.placed >= g.min_count
         placed_rule(g, was_scheduled, g.placed >= g.min_count, g.min_count, explanation, position)
@@ -440,25 +423,10 @@ class Replay:
         leaves in the shared state."""
         if not count:
             return
-        state = self.state
-        dirty = state.index.dirty
-        state.index.gained_room()
-        if len(dirty) < state.nodes.count:  # else every row is in it already
-            index = state.nodes.index
-            for node in g.node_names() if nodes is None else nodes:
-                dirty.add(index[node])
-        moves = state.__dict__.get("moves")
-        if moves is not None and len(moves) < _JOURNAL_FULL:
-            moves.append(g.running_key)  # ClusterState._journal, inlined
-        else:
-            state._journal(g.running_key)
+        index = self.state.nodes.index
+        rows = (index[node] for node in (g.node_names() if nodes is None else nodes))  # read if needed
+        self.state.counted_released(g.running_key, t.priority, count, rows)
         g.placed -= count
-        by_prio = state.placed_by_priority
-        left = by_prio[t.priority] - count
-        if left:
-            by_prio[t.priority] = left
-        else:
-            del by_prio[t.priority]
 
     def _check_released_claims(self, position: int, data: dict[str, Any]) -> None:
         if data.get("claimsReleased"):
@@ -522,24 +490,9 @@ class Replay:
         return True
 
     def _finish(self, position: int, t: _Transient) -> None:
-        state = self.state
         for g in t.groups:
-            count = g.placed
-            if count:  # every placed pod goes (evolve: in pod order, which only a set sees)
-                moves = state.__dict__.get("moves")
-                dirty = state.index.dirty
-                if moves is None or len(moves) >= _JOURNAL_FULL or len(dirty) < state.nodes.count:
-                    self._released(t, g, count, None)
-                    continue
-                state.index.gained_room()
-                moves.append(g.running_key)  # _released, inlined: the dirty rows are all in
-                g.placed = 0
-                by_prio = state.placed_by_priority
-                left = by_prio[t.priority] - count
-                if left:
-                    by_prio[t.priority] = left
-                else:
-                    del by_prio[t.priority]
+            if g.placed:  # every placed pod goes (evolve: in pod order, which only a set sees)
+                self._released(t, g, g.placed, None)
         wl = t.wl
         wl.events.append(position)
         extras = [{"conditions": g.conditions,
@@ -548,10 +501,7 @@ class Replay:
                   for g in t.groups]
         # as Workload.compact() leaves a finished workload (a spec kept as JSON text is the
         # form a snapshot restores; it is parsed on first read)
-        d = wl.__dict__
-        d["deleted_at"] = position
-        d["events"] = array("q", d["events"])
-        d["_finished"] = (t.body, extras, t.namespace, t.name, t.priority, t.policy)
+        wl.finish(position, (t.body, extras, t.namespace, t.name, t.priority, t.policy))
 
 
 # handlers by event type, from evolve's table (plain functions: a Replay holding bound methods

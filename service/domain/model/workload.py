@@ -136,6 +136,22 @@ class Workload:
     # A finished workload keeps only what its view and history need: a cluster that has seen
     # hundreds of thousands of workloads stays small in memory and in snapshots. Its spec and
     # groups are rebuilt on first access.
+    @classmethod
+    def recorded_only(cls, position: int) -> Workload:
+        """A workload known by its position and history only until `finish` (the fast fold's
+        record of a workload submitted and deleted within the events it folds: fold/fast.py)."""
+        wl = cls.__new__(cls)
+        wl.__dict__.update(position=position, deleted_at=None, events=[position])
+        return wl
+
+    def finish(self, deleted_at: int, finished: tuple[Any, ...]) -> None:
+        """Deleted at `deleted_at`, kept as compact() leaves a finished workload: `finished` is
+        (body, group extras, namespace, name, priority, preemptionPolicy); the body may be its
+        canonical JSON text (the form a snapshot restores), parsed on first read."""
+        self.deleted_at = deleted_at
+        self.__dict__["_finished"] = finished
+        self.events = array("q", self.events)
+
     def compact(self) -> None:
         extras = [_extra(g) for g in self.groups]
         self.__dict__["_finished"] = (self.body, extras, self.spec.namespace, self.spec.name,

@@ -20,7 +20,7 @@ from typing import Any
 
 from service.domain.decide.commands import Rejection, accept
 from service.domain.decide.decider import handle
-from service.domain.fold.evolve import evolve
+from service.domain.fold.evolve import check_foldable, evolve
 from service.domain.model import events as ev
 from service.domain.model.quantity import CPU, MAX_UNITS, QuantityError, format_quantity, parse_quantity
 from service.domain.placement import scoring
@@ -208,9 +208,8 @@ def _fold(world: _World, inp: ev.Event, decisions: Sequence[ev.Event]) -> None:
     """The recorded input and its decisions folded into the world (WhatIfUnfoldable for an event
     this code cannot fold: data it did not write, a type it does not know)."""
     for e in (inp, *decisions):
-        if e.type not in ev.SCHEMA_VERSIONS:
-            raise WhatIfUnfoldable(e.position, e.type, ValueError(f"unknown event type {e.type!r}"))
         try:
+            check_foldable(e)
             evolve(world.state, e)
         except Exception as exc:
             raise WhatIfUnfoldable(e.position, e.type, exc) from exc

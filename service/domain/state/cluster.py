@@ -7,6 +7,7 @@ insertion-ordered and every iteration that reaches an event is sorted.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +97,38 @@ class ClusterState:
         return hit[1]
 
     # -- the primitive changes evolve is made of ----------------------------------------
+    def add_workload(self, key: tuple[str, str], wl: Workload) -> None:
+        """A submitted workload joins the state (both folds: evolve, and the fast fold's record of
+        a workload submitted and deleted within what it folds)."""
+        before = self.workloads.get(key)  # a deleted one's name: a new incarnation (lifecycle.md)
+        wl.previous = before.position if before is not None else None  # the earlier one stays in by_position
+        self.workloads[key] = wl
+        self.by_position[wl.position] = wl
+
+    def counted_placed(self, running_key: tuple[int, int, int], priority: int, count: int) -> None:
+        """The bookkeeping of `count` pods of one group placed by one decision: the journal of
+        moves and the placed pods by priority (place_pods; the fast fold, which places none)."""
+        self._journal(running_key)
+        by_prio = self.placed_by_priority
+        by_prio[priority] = by_prio.get(priority, 0) + count
+
+    def counted_released(self, running_key: tuple[int, int, int], priority: int, count: int,
+                         rows: Iterable[int]) -> None:
+        """The bookkeeping of `count` placed pods of one group released from these node rows: room
+        gained there (the rows marked dirty for the queue's index; `rows` is not read when every row
+        is dirty already), the journal of moves, the placed pods by priority."""
+        index = self.index
+        index.gained_room()
+        if len(index.dirty) < self.nodes.count:
+            index.dirty.update(rows)
+        self._journal(running_key)
+        by_prio = self.placed_by_priority
+        left = by_prio[priority] - count
+        if left:
+            by_prio[priority] = left
+        else:
+            del by_prio[priority]
+
     def _ensure_node_rows(self) -> None:
         while len(self.node_pods) < self.nodes.count:
             self.node_pods.append(set())
@@ -118,12 +151,10 @@ class ClusterState:
             key = (node, shapes[pod])
             per_node[key] = per_node.get(key, 0) + 1
         self._add_usage(wl, per_node, 1)
-        self._moved(g)
         if g.placed == 0:
             self.running[g.running_key] = g
         g.placed += len(placements)
-        prio = wl.spec.priority
-        self.placed_by_priority[prio] = self.placed_by_priority.get(prio, 0) + len(placements)
+        self.counted_placed(g.running_key, wl.spec.priority, len(placements))
 
     def release_pods(self, g: Group, pods: list[int]) -> None:
         """Release placed pods of one group; usage is taken off in one numpy call."""
@@ -136,25 +167,16 @@ class ClusterState:
         node_of, placed_at = g.node_of, g.placed_at
         per_node: dict[tuple[int, int], int] = {}  # (node row, shape) -> pods
         node_pods = self.node_pods
-        dirty = self.index.dirty
-        self.index.gained_room()
         for pod in pods:
             node = node_of[pod]
             node_pods[node].discard((wpos, gi, pod))
-            dirty.add(node)
             node_of[pod] = -1
             placed_at[pod] = None
             key = (node, shapes[pod])
             per_node[key] = per_node.get(key, 0) + 1
         self._add_usage(wl, per_node, -1)
-        self._moved(g)
         g.placed -= len(pods)
-        prio = wl.spec.priority
-        left = self.placed_by_priority[prio] - len(pods)
-        if left:
-            self.placed_by_priority[prio] = left
-        else:
-            del self.placed_by_priority[prio]
+        self.counted_released(g.running_key, wl.spec.priority, len(pods), (node for node, _ in per_node))
         if g.placed == 0:
             g.domain = None
             del self.running[g.running_key]
@@ -180,9 +202,6 @@ class ClusterState:
         else:
             g.failed += len(pods)
         g.class_key = None  # no longer placed as a fresh group of its class would be
-
-    def _moved(self, g: Group) -> None:
-        self._journal(g.running_key)
 
     def _journal(self, running_key: tuple[int, int, int]) -> None:
         moves = self.__dict__.get("moves")
