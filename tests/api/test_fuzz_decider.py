@@ -77,7 +77,7 @@ WHAT_IFS = st.sampled_from([
 def step(draw: st.DrawFn) -> tuple[str, str, Any, str]:
     """(method, path below the cluster, body or None, what it is)."""
     kind = draw(st.sampled_from(["node", "node", "slice", "class", "priority", "submit", "submit", "submit",
-                                 "dry", "delete", "remove", "finish", "scheduler", "whatif"]))
+                                 "dry", "delete", "remove", "finish", "finish", "finish", "scheduler", "whatif"]))
     name, node = draw(NAMES), draw(NODES)
     if kind == "node":
         method, path, body = "PUT", f"/nodes/{node}", _node(draw(st.sampled_from(["2", "4", "8"])),
@@ -126,7 +126,9 @@ def _last(client: TestClient, base: str) -> int:
 @given(st.lists(step(), min_size=3, max_size=25))
 def test_random_requests_through_the_real_decider(client: TestClient, steps: list[Any]) -> None:
     base = f"/v1/clusters/f-{uuid.uuid4().hex[:12]}"
-    for method, path, body, kind in steps:
+    start = [("PUT", f"/nodes/n{i}", _node("8", f"r{i}"), "node") for i in (1, 2)] \
+        + [("POST", "/namespaces/team-a/workloads", _workload("a", 2, "1", 0, True, None, False), "submit")]
+    for method, path, body, kind in start + steps:
         before = _last(client, base)
         raw = None if body is None else json.dumps(body).encode()
         answer = client.request(method, base + path, content=raw,

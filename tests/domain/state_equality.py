@@ -53,6 +53,9 @@ UNORDERED: dict[tuple[str, str], str] = {
     ("DeviceState", "used"): "what each device's live shares consume, by device id",
     ("DeviceState", "nshares"): "live shares per device id",
     ("DeviceState", "sharers"): "the claims sharing each device, by device id",
+    ("QueueIndex", "read_keys"): "how many queued entries read each label key, by key",
+    ("QueueIndex", "buckets"): "queued keys by class bucket: the pass heaps the buckets' heads by queue key",
+    ("QueueIndex", "member_of"): "the bucket of each queued key, by key",
 }
 _FINISHED = "_finished"
 
