@@ -22,7 +22,7 @@ from typing import Any
 from service.app import audit
 from service.app.audit import ReplayResult
 from service.app.cache import CATCH_UP_BATCH, ClusterCache
-from service.app.checkpoints import CheckpointReport, check, load_public_key
+from service.app.checkpoints import CheckpointReport, check, load_public_key, well_formed
 from service.domain import ClusterState
 from service.domain.fold.fast import ReplayError
 from service.domain.model import events as ev
@@ -105,6 +105,7 @@ class ReplayService:
                       until: int | None, *, public_key: str | None = None, require_checkpoints: bool = False,
                       progress: Progress | None = None) -> tuple[dict[str, Any], CheckpointReport]:
         """`verify` over an export's envelopes and ChainCheckpoint records (no store)."""
+        well_formed(checkpoints)  # a checkpoint whose position is not one is named as such
         end = until if until is not None else max((e["position"] for e in envelopes), default=0)
         # an export may end between an input and its decisions (`export --until N`): check the
         # positions the file holds, as --until does
