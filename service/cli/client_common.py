@@ -121,6 +121,18 @@ def rendered(event: dict[str, Any]) -> dict[str, Any]:
     return render_decision(t, data) if t in DECISION_TYPES else data
 
 
+def waiting_lines(x: dict[str, Any]) -> list[str]:
+    """Why a group waits, in words: the message, each claim-level reason, the preemption outcome."""
+    from service.cli.words import claim_words
+    from service.domain.model.reasons import preemption_words
+
+    lines = [f"    Waiting:     {x.get('message')}"]
+    lines += [f"                 {claim_words(c)}" for c in (x.get("devices") or {}).get("claims") or ()]
+    if x.get("preemption"):
+        lines.append(f"    Preemption:  {x['preemption']}: {preemption_words(x['preemption'])}")
+    return lines
+
+
 def group_lines(g: Any, parent: str | None = None) -> list[str]:
     """A pod group's lines (an embedded group, a tree's, or a PodGroup object's status), indented."""
     lines = [f"    Phase:       {g.phase}"]
@@ -133,9 +145,7 @@ def group_lines(g: Any, parent: str | None = None) -> list[str]:
     if g.domain:
         lines.append(f"    Domain:      {g.domain if isinstance(g.domain, str) else g.domain.value}")
     if g.explanation is not None:
-        lines.append(f"    Waiting:     {g.explanation.message}")
-        if g.explanation.preemption:
-            lines.append(f"    Preemption:  {g.explanation.preemption}")
+        lines += waiting_lines(g.explanation.model_dump(by_alias=True))
     lines.append("    Pods:")
     rows = [[p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")] for p in g.pods]
     lines += ["      " + row for row in table([["NAME", "PHASE", "NODE"], *rows])]

@@ -6,8 +6,19 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from service.cli.client_common import ClusterOpt, ServerOpt, TokenOpt, connect, fail, ns_name, rendered, table, talking
-from service.cli.words import claim_words, preemptor_words
+from service.cli.client_common import (
+    ClusterOpt,
+    ServerOpt,
+    TokenOpt,
+    connect,
+    fail,
+    group_lines,
+    ns_name,
+    rendered,
+    table,
+    talking,
+)
+from service.cli.words import preemptor_words
 
 if TYPE_CHECKING:
     from gangplank_client import WorkloadView
@@ -117,17 +128,6 @@ def _device_lines(slices: list[Any]) -> list[str]:
     return [f"Devices:        ({used}/{len(rows) - 1} allocated)"] + ["  " + row for row in table(rows)]
 
 
-def _waiting(x: dict[str, Any]) -> list[str]:
-    """Why a group waits, in words: the message, each claim-level reason, the preemption outcome."""
-    from service.domain.model.reasons import preemption_words
-
-    lines = [f"    Waiting:     {x.get('message')}"]
-    lines += [f"                 {claim_words(c)}" for c in (x.get("devices") or {}).get("claims") or ()]
-    if x.get("preemption"):
-        lines.append(f"    Preemption:  {x['preemption']}: {preemption_words(x['preemption'])}")
-    return lines
-
-
 def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
     lines = [f"Name:               {v.name}", f"Namespace:          {v.namespace}", f"Cluster:            {v.cluster}",
              f"Priority:           {v.priority}", f"Preemption Policy:  {v.preemption_policy}",
@@ -146,28 +146,7 @@ def describe_lines(v: WorkloadView, events: list[dict[str, Any]]) -> list[str]:
                 lines.append(f"    Waiting: {cpg.explanation['message']}")
     lines.append("Pod Groups:")
     for g in v.status.pod_groups:
-        lines += [f"  {g.name}:", f"    Phase:       {g.phase}"]
-        if g.parent:
-            lines.append(f"    Parent:      {g.parent}")
-        lines.append(f"    Min Count:   {g.min_count}")
-        lines.append(f"    Placed:      {g.placed_pods}/{len(g.pods)}")
-        if g.succeeded_pods or g.failed_pods:
-            lines.append(f"    Finished:    {g.succeeded_pods} succeeded, {g.failed_pods} failed")
-        if g.domain:
-            lines.append(f"    Domain:      {g.domain if isinstance(g.domain, str) else g.domain.value}")
-        if g.explanation is not None:
-            lines += _waiting(g.explanation.model_dump(by_alias=True))
-        lines.append("    Pods:")
-        rows = [[p.name, p.phase, p.node or ("<pending>" if p.phase == "Pending" else "<none>")] for p in g.pods]
-        lines += ["      " + row for row in table([["NAME", "PHASE", "NODE"], *rows])]
-        for claim in g.claims:
-            devices = ", ".join(f"{d.pool}/{d.device}" for d in claim.devices) or "<not allocated>"
-            lines.append(f"    Claim {claim.name} ({claim.sharing}): {devices}")
-        if g.conditions:
-            lines.append("    Conditions:")
-            lines += ["      " + row for row in table([["TYPE", "STATUS", "REASON", "MESSAGE"],
-                                                         *([c.type, c.status, c.reason or "", c.message or ""]
-                                                           for c in g.conditions)])]
+        lines += [f"  {g.name}:", *group_lines(g, g.parent)]
     recent = events[-10:]
     if not recent:
         lines.append("Events:             <none>")
