@@ -5,7 +5,8 @@ on the hot path of every replica but the owner.
 
     answer = await peers.request("http://10.0.0.5:8000", "POST", "/v1/...", headers, body)
 
-Refused raises `Refused` (the request was never sent); a connection lost after sending raises
+Refused, or a kept connection found closed when the request is written, raises `Refused` (the request
+was never sent); a connection lost after sending raises
 `Lost` (the outcome is unknown). An idle connection is reused only while younger than IDLE_SECONDS,
 well below uvicorn's keep-alive timeout (5 s), so the owner does not close it under a request.
 """
@@ -72,8 +73,12 @@ class PeerClient:
         conn = await self._connection(host, port)
         head = [f"{method} {target} HTTP/1.1", f"host: {url.netloc}", f"content-length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in headers]
-        try:
+        try:  # a kept connection the owner closed fails here, before anything is sent (uvloop: RuntimeError)
             conn.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        except (OSError, RuntimeError) as exc:
+            conn.close()
+            raise Refused(f"{host}:{port}: {type(exc).__name__}: {exc}") from exc
+        try:
             answer, keep = await _read(conn.reader)
         except (OSError, asyncio.IncompleteReadError, ValueError, asyncio.LimitOverrunError) as exc:
             conn.close()
